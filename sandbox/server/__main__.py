@@ -1,0 +1,77 @@
+"""Entry point: `python -m sandbox.server --socket /run/cua/control.sock` (token from CUA_SANDBOX_TOKEN)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from sandbox.server.app import Controller, make_server
+from sandbox.server.display import Display
+
+
+def _watch_owner(pid: int, stop) -> None:
+    # Local backend: the sandbox dies with the process that owns it, even on SIGKILL.
+    while True:
+        time.sleep(0.5)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            stop()
+            return
+        except PermissionError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--socket", help="unix socket path to listen on")
+    ap.add_argument("--port", type=int, help="loopback TCP port (0: any) when no --socket")
+    ap.add_argument("--width", type=int, default=int(os.environ.get("CUA_SCREEN_WIDTH", 1280)))
+    ap.add_argument("--height", type=int, default=int(os.environ.get("CUA_SCREEN_HEIGHT", 800)))
+    ap.add_argument("--display", help="use this existing X display instead of starting Xvfb")
+    ap.add_argument("--owner-pid", type=int, help="exit when this process is gone")
+    ap.add_argument("--ready-file", help="write {'socket'|'port', 'display'} here once serving")
+    args = ap.parse_args(argv)
+    token = os.environ.get("CUA_SANDBOX_TOKEN", "")
+    if len(token) < 16:
+        print("CUA_SANDBOX_TOKEN must be set (>= 16 characters)", file=sys.stderr)
+        return 2
+    os.environ.pop("CUA_SANDBOX_TOKEN")  # apps started in the box do not inherit it
+
+    display = Display(args.width, args.height, display=args.display)
+    ctl = Controller(display)
+    srv = make_server(ctl, token, args.socket, args.port)
+    stopping = threading.Event()
+
+    def stop(*_: object) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=srv.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    if args.owner_pid:
+        threading.Thread(target=_watch_owner, args=(args.owner_pid, stop), daemon=True).start()
+    if args.ready_file:
+        where = {"socket": args.socket} if args.socket else {"port": srv.server_address[1]}
+        tmp = args.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({**where, "display": display.name, "pid": os.getpid()}, f)
+        os.replace(tmp, args.ready_file)
+    print(f"cua sandbox server on {args.socket or srv.server_address} display {display.name}", flush=True)
+    try:
+        srv.serve_forever(poll_interval=0.2)
+    finally:
+        ctl.close()
+        if args.socket and os.path.exists(args.socket):
+            os.unlink(args.socket)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

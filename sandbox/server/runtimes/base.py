@@ -1,0 +1,38 @@
+"""What a task runtime provides to the control server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandbox.server.display import Display
+
+
+class TaskError(ValueError):
+    """A task request the runtime cannot satisfy (unknown task, bad seed): answered with a 4xx."""
+
+
+class Runtime:
+    """One family of tasks (MiniWoB++ pages, desktop apps) living on one display."""
+
+    prefix = ""
+
+    def __init__(self, display: Display) -> None:
+        self.display = display
+
+    def tasks(self) -> list[str]:
+        raise NotImplementedError
+
+    def reset(self, name: str, seed: int) -> dict[str, Any]:
+        """Sets up task `name` with `seed`; returns at least {'instruction': str}."""
+        raise NotImplementedError
+
+    def evaluate(self, wait_s: float) -> dict[str, Any]:
+        """Reward from the task's own verifier: {'reward': float, 'done': bool, 'info': {...}}."""
+        raise NotImplementedError
+
+    def oracle(self) -> dict[str, Any]:
+        """Privileged task state for scripted oracles and debugging (never shown to a policy)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass

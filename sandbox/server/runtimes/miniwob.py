@@ -1,0 +1,180 @@
+"""MiniWoB++ tasks: the `miniwob` package's HTML pages in a real chromium window on the X display.
+
+Selenium is used only to load pages, seed and start episodes and read MiniWoB's own reward globals; the
+agent's input is OS-level (xdotool) on the real window.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sandbox.server.display import Display
+from sandbox.server.runtimes.base import Runtime, TaskError
+
+# DESIGN §6: what chromium needs inside Xvfb without a GPU, a sandbox or a network.
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+    "--disable-extensions", "--disable-translate", "--disable-features=Translate,MediaRouter",
+    "--password-store=basic", "--force-device-scale-factor=1", "--kiosk", "--window-position=0,0",
+    "--disable-session-crashed-bubble", "--hide-scrollbars",
+]
+EPISODE_MAX_MS = 3_600_000  # MiniWoB's default 10 s timer would end episodes during slow policy turns
+
+
+def miniwob_html_dir() -> Path:
+    # find_spec does not execute miniwob/__init__ (which pulls gymnasium); only its data files are used.
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the 'miniwob' package is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
+
+
+def _field_extractors() -> dict:
+    path = miniwob_html_dir().parent.parent / "fields.py"
+    spec = importlib.util.spec_from_file_location("_miniwob_fields", path)
+    if spec is None or spec.loader is None:
+        return {}
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.FIELD_EXTRACTORS
+
+
+class MiniWoBRuntime(Runtime):
+    prefix = "miniwob"
+
+    def __init__(self, display: Display) -> None:
+        super().__init__(display)
+        self.html_dir = miniwob_html_dir()
+        self.driver: Any = None
+        self.profile: str | None = None
+        self.task: str | None = None
+        self._fields = _field_extractors()
+
+    def tasks(self) -> list[str]:
+        return sorted(p.stem for p in self.html_dir.glob("*.html"))
+
+    def _start_browser(self) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        os.environ["DISPLAY"] = self.display.name
+        os.environ.setdefault("SE_AVOID_STATS", "true")  # selenium must never phone home
+        self.profile = tempfile.mkdtemp(prefix="cua-chromium-")
+        opts = webdriver.ChromeOptions()
+        for flag in CHROMIUM_FLAGS:
+            opts.add_argument(flag)
+        opts.add_argument(f"--window-size={self.display.width},{self.display.height}")
+        opts.add_argument(f"--user-data-dir={self.profile}")
+        # No "controlled by automated test software" bar: it would shift the page under the agent.
+        opts.add_experimental_option("excludeSwitches", ["enable-automation"])
+        opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+        service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver",
+                          env={**os.environ, "DISPLAY": self.display.name})
+        self.driver = webdriver.Chrome(service=service, options=opts)
+        self.driver.set_script_timeout(10)
+        self.driver.set_page_load_timeout(20)
+
+    def _alive(self) -> bool:
+        if self.driver is None:
+            return False
+        try:
+            self.driver.execute_script("return 1")
+            return True
+        except Exception:
+            return False
+
+    def reset(self, name: str, seed: int) -> dict[str, Any]:
+        path = self.html_dir / f"{name}.html"
+        if not path.is_file():
+            raise TaskError(f"unknown MiniWoB task {name!r}")
+        if not self._alive():
+            self.close()
+            self._start_browser()
+        d = self.driver
+        # A fresh page per episode: no state leaks from the previous episode.
+        d.get(path.as_uri())
+        d.execute_script(
+            f"core.EPISODE_MAX_TIME = {EPISODE_MAX_MS}; Math.seedrandom({seed!r});"
+            "core.setDataMode('default'); core.startEpisodeReal();")
+        deadline = time.monotonic() + 5
+        while not d.execute_script("return WOB_TASK_READY;"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"MiniWoB task {name} did not become ready")
+            time.sleep(0.02)
+        self.task = name
+        return {"instruction": self._utterance()[0]}
+
+    def _utterance(self) -> tuple[str, dict[str, str]]:
+        resp = self.driver.execute_script("return core.getUtterance();")
+        if isinstance(resp, dict):
+            return resp["utterance"], {str(k): str(v) for k, v in resp.get("fields", {}).items()}
+        fields: dict[str, str] = {}
+        extractor = self._fields.get(self.task)
+        if extractor is not None:
+            try:
+                fields = dict(extractor(resp))
+            except ValueError:
+                fields = {}
+        return resp, fields
+
+    def evaluate(self, wait_s: float) -> dict[str, Any]:
+        if self.task is None:
+            raise TaskError("no task has been reset")
+        # The last input event may still be in flight from X to the renderer: poll, do not sleep.
+        deadline = time.monotonic() + wait_s
+        while True:
+            meta = self.driver.execute_script(
+                "return {done: WOB_DONE_GLOBAL, env_reward: WOB_REWARD_GLOBAL,"
+                " raw_reward: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON};")
+            if meta["done"] or time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        raw = float(meta["raw_reward"] or 0.0)
+        reward = max(0.0, raw) if meta["done"] else 0.0
+        return {"reward": reward, "done": bool(meta["done"]),
+                "info": {"raw_reward": raw, "env_reward": meta["env_reward"],
+                         "reason": None if meta["reason"] is None else str(meta["reason"])}}
+
+    def oracle(self) -> dict[str, Any]:
+        if self.task is None:
+            raise TaskError("no task has been reset")
+        utterance, fields = self._utterance()
+        # Page -> screen offset: the window's position plus its chrome (zero in kiosk mode).
+        ox, oy = self.driver.execute_script(
+            "return [window.screenX + (window.outerWidth - window.innerWidth),"
+            " window.screenY + (window.outerHeight - window.innerHeight)];")
+        elements: list[dict[str, Any]] = []
+
+        def walk(node: dict | None, depth: int) -> None:
+            if not node:
+                return
+            el = {k: node.get(k) for k in ("tag", "id", "classes", "text", "value", "ref", "bgColor",
+                                           "focused")}
+            el.update(x=node["left"] + ox, y=node["top"] + oy, w=node["width"], h=node["height"],
+                      depth=depth)
+            elements.append(el)
+            for child in node.get("children", []):
+                walk(child, depth + 1)
+
+        walk(self.driver.execute_script("return core.getDOMInfo();"), 0)
+        return {"task": f"miniwob/{self.task}", "utterance": utterance, "fields": fields,
+                "elements": elements}
+
+    def close(self) -> None:
+        if self.driver is not None:
+            try:
+                self.driver.quit()
+            except Exception:
+                pass
+            self.driver = None
+        if self.profile:
+            shutil.rmtree(self.profile, ignore_errors=True)
+            self.profile = None
+        self.task = None

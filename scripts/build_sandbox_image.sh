@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the sandbox image (sandbox/image/Dockerfile) without any registry:
+#   mmdebstrap (Debian bookworm rootfs from the Debian mirror) -> podman import -> podman build.
+# Cached: the base is keyed by its recipe, the image by the hash of everything that goes into it
+# (Dockerfile, requirements/sandbox.txt, the server code, the base, this script); an unchanged input set is
+# a no-op in about a second. The image is tagged cua-sandbox:<hash> and cua-sandbox:latest.
+#
+#   scripts/build_sandbox_image.sh [--force]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+IMAGE="${CUA_SANDBOX_IMAGE:-cua-sandbox}"
+MIRROR="${CUA_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+BASE_RECIPE="mmdebstrap --variant=apt --include=ca-certificates bookworm $MIRROR (recipe 1)"
+CACHE="$CUA_HOME/sandbox"
+force=0; [ "${1:-}" = "--force" ] && force=1
+
+command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
+grep -qs 'runtime *= *"runc"' /etc/containers/containers.conf \
+  || die "podman is not configured (runc runtime); run scripts/setup_sandbox.sh first"
+mkdir -p "$CACHE"
+
+# 1. Base image: a Debian rootfs from the Debian mirror (no container registry involved).
+base_key=$(echo "$BASE_RECIPE" | sha256sum | cut -c1-12)
+base_image="localhost/cua-debian-base:$base_key"
+if ! podman image exists "$base_image"; then
+  command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed (apt-get install mmdebstrap)"
+  log "base image: mmdebstrap bookworm (about 20-60 s)"
+  tar="$CACHE/base-$base_key.tar"
+  rm -f "$tar.part"
+  mmdebstrap --quiet --variant=apt --include=ca-certificates bookworm "$tar.part" "$MIRROR" >&2
+  mv "$tar.part" "$tar"
+  podman import --quiet "$tar" "$base_image" >/dev/null
+  rm -f "$tar"
+  log "base image: $base_image imported"
+fi
+
+# 2. Wheels for the server, downloaded through the host's pip configuration (the build has no PyPI access).
+req="$REPO_ROOT/requirements/sandbox.txt"
+wheels="$CACHE/wheels-$(sha256sum "$req" | cut -c1-12)"
+if [ ! -f "$wheels/.complete" ]; then
+  log "wheels: downloading the pins of requirements/sandbox.txt"
+  rm -rf "$wheels"; mkdir -p "$wheels"
+  "$PYTHON_BOOTSTRAP" -m pip download --no-input --progress-bar off --no-deps --only-binary=:all: \
+    -r "$req" -d "$wheels" >&2
+  touch "$wheels/.complete"
+fi
+
+# 3. The image, keyed by the hash of its inputs.
+server_files=$(cd "$REPO_ROOT" && find sandbox/__init__.py sandbox/server -name '*.py' -type f | LC_ALL=C sort)
+key=$( { cat "$REPO_ROOT/sandbox/image/Dockerfile" "$req" "${BASH_SOURCE[0]}";
+         echo "$base_key"; for f in $server_files; do echo "$f"; cat "$REPO_ROOT/$f"; done; } \
+       | sha256sum | cut -c1-12)
+if [ "$force" -eq 0 ] && podman image exists "$IMAGE:$key"; then
+  podman tag "$IMAGE:$key" "$IMAGE:latest"
+  log "image: $IMAGE:$key present (inputs unchanged)"
+  exit 0
+fi
+ctx=$(mktemp -d); trap 'rm -rf "$ctx"' EXIT
+cp "$REPO_ROOT/sandbox/image/Dockerfile" "$ctx/"
+mkdir -p "$ctx/wheels" "$ctx/sandbox"
+cp "$wheels"/*.whl "$ctx/wheels/"
+(cd "$REPO_ROOT" && for f in $server_files; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done)
+log "image: building $IMAGE:$key (first time: apt installs chromium etc., a few minutes; then cached layers)"
+start=$SECONDS
+podman build --layers --build-arg "BASE=$base_image" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
+log "image: $IMAGE:$key built in $((SECONDS - start)) s ($(podman image inspect "$IMAGE:$key" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"

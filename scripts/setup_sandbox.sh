@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
+#   scripts/setup_sandbox.sh [packages] [podman] [service] [image] [venv]     (no argument: all steps)
+# packages: Debian packages for desktops on the host (local backend) and for containers (podman)
+# podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; DESIGN §6)
+# service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
+# image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
+# venv:     the host venv of the in-box server for the local backend ($CUA_HOME/envs/sandbox-<hash>)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+PODMAN_SOCKET="${CUA_PODMAN_SOCKET:-/run/cua/podman.sock}"
+PACKAGES=(xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core matchbox-window-manager l3afpad
+          xterm podman runc mmdebstrap curl)
+CONF=/etc/containers/containers.conf
+CONF_MARK="# written by cua-areal scripts/setup_sandbox.sh"
+
+step_packages() {
+  local missing=() pkg
+  for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then log "packages: present"; return; fi
+  [ "$(id -u)" -eq 0 ] || die "missing Debian packages: ${missing[*]} (run as root: apt-get install ${missing[*]})"
+  log "packages: installing ${missing[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+step_podman() {
+  if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
+  if [ -s "$CONF" ] && ! grep -qs "$CONF_MARK" "$CONF"; then
+    die "$CONF exists without runtime=\"runc\"; add [engine] runtime = \"runc\" and nproc<=32768 ulimits (DESIGN §6)"
+  fi
+  log "podman config: writing $CONF"
+  mkdir -p "$(dirname "$CONF")"
+  # crun fails on this cgroup layout; containers need an nproc ulimit the host allows.
+  cat > "$CONF" <<CONFEOF
+$CONF_MARK
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+CONFEOF
+}
+
+ping_service() { curl -s --max-time 2 --unix-socket "$PODMAN_SOCKET" http://d/_ping 2>/dev/null | grep -q OK; }
+
+step_service() {
+  if ping_service; then log "podman service: running on $PODMAN_SOCKET"; return; fi
+  mkdir -p "$(dirname "$PODMAN_SOCKET")" "$CUA_HOME/sandbox"
+  rm -f "$PODMAN_SOCKET"
+  log "podman service: starting on $PODMAN_SOCKET (log: $CUA_HOME/sandbox/podman-service.log)"
+  # Detached from this shell (setsid, no stdin) so it survives setup; --time=0: never exits on idle.
+  setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
+    >"$CUA_HOME/sandbox/podman-service.log" 2>&1 </dev/null &
+  for _ in $(seq 100); do ping_service && { log "podman service: ready"; return; }; sleep 0.1; done
+  die "podman service did not answer on $PODMAN_SOCKET; see $CUA_HOME/sandbox/podman-service.log"
+}
+
+step_image() { bash "$REPO_ROOT/scripts/build_sandbox_image.sh"; }
+
+step_venv() {
+  local dir; dir="$(env_dir sandbox)"
+  if [ ! -f "$dir/.complete" ]; then
+    log "sandbox venv: building $dir"
+    rm -rf "$dir"; mkdir -p "$(dirname "$dir")"
+    "$PYTHON_BOOTSTRAP" -m venv "$dir"
+    "$dir/bin/python" -m pip install --no-input --progress-bar off -q --no-deps -r "$REPO_ROOT/requirements/sandbox.txt" >&2
+    "$dir/bin/python" -c 'import selenium, mss, PIL, importlib.util as u; assert u.find_spec("miniwob")'
+    touch "$dir/.complete"
+  fi
+  # The local backend finds the server's interpreter through this pointer (rewritten on every run).
+  mkdir -p "$CUA_HOME/sandbox"
+  echo "$dir/bin/python" > "$CUA_HOME/sandbox/host-python"
+  log "sandbox venv: present ($dir)"
+}
+
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(packages podman service image venv)
+start=$SECONDS
+for step in "${steps[@]}"; do
+  case "$step" in
+    packages|podman|service|image|venv) "step_$step" ;;
+    *) die "unknown step '$step' (expected: packages podman service image venv)" ;;
+  esac
+done
+log "sandbox setup done in $((SECONDS - start)) s"
