@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -44,7 +45,7 @@ class DesktopRuntime(Runtime):
             raise RuntimeError(f"{argv[0]} is not installed in this sandbox")
         proc = subprocess.Popen(argv, env={**self.display.env(), "HOME": str(task_home())}, cwd=cwd,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+                                process_group=0)  # own group (killed as one), same session as the box
         self.apps.append(proc)
         # Confirm the window is mapped instead of sleeping a fixed time.
         deadline = time.monotonic() + 20
@@ -61,10 +62,8 @@ class DesktopRuntime(Runtime):
     def _kill_apps(self) -> None:
         for proc in self.apps:
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             proc.wait()
         self.apps.clear()
 

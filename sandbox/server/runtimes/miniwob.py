@@ -6,6 +6,7 @@ agent's input is OS-level (xdotool) on the real window.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -169,10 +170,8 @@ class MiniWoBRuntime(Runtime):
 
     def close(self) -> None:
         if self.driver is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.driver.quit()
-            except Exception:
-                pass
             self.driver = None
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)

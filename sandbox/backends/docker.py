@@ -1,0 +1,133 @@
+"""Docker backend (docker-py): Docker Engine, or podman's Docker API (tested against podman here).
+
+Isolation: `network_mode="none"` (no interface but loopback: nothing to egress through), `cap_drop=ALL`,
+`no-new-privileges`, a non-root user, memory/CPU/pids limits, `init=True` (reaps chromium's zombies).
+Control traffic: with no network there is no port to publish, so the server listens on a unix socket in
+a per-box host directory bind-mounted at /run/cua. Measured under podman here: a published port needs a
+bridge network (egress unless --internal, and podman's internal networks drop port forwarding), while the
+unix socket works with network none and costs no port bookkeeping. One HTTP connection per box, never an
+exec per step (each podman exec leaves conmon processes behind for minutes, DESIGN §6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sandbox.base import LABEL, Backend, Sandbox, SandboxSpec, cua_home, new_token, owner_labels
+from sandbox.client import SandboxClient
+from sandbox.errors import SandboxStartError
+
+DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
+
+
+def default_docker_host() -> str:
+    if os.environ.get("DOCKER_HOST"):
+        return os.environ["DOCKER_HOST"]
+    sock = os.environ.get("CUA_PODMAN_SOCKET", DEFAULT_PODMAN_SOCKET)
+    if os.path.exists(sock):
+        return f"unix://{sock}"
+    return "unix:///var/run/docker.sock"
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, run_id: str | None = None, docker_host: str | None = None,
+                 start_timeout: float = 60.0, run_dir: Path | None = None) -> None:
+        super().__init__(run_id)
+        import docker  # the host-side dependency, only needed for this backend
+
+        self.docker = docker.DockerClient(base_url=docker_host or default_docker_host(), timeout=60)
+        self.start_timeout = start_timeout
+        # Must be a path the Docker daemon can bind-mount (same host, or a shared volume on a cluster).
+        self.run_dir = run_dir or cua_home() / "sandbox" / "run"
+
+    # -- start / stop ------------------------------------------------------------------------------
+    def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, str]:
+        name = f"cua-sb-{uuid.uuid4().hex[:12]}"
+        sock_dir = self.run_dir / name
+        sock_dir.mkdir(parents=True)
+        sock_dir.chmod(0o777)  # the box's non-root user creates its socket here
+        token = new_token()
+        mem = f"{spec.memory_mb}m"
+        container = self.docker.containers.run(
+            spec.image, detach=True, name=name, labels={**owner_labels(self.run_id), "cua.backend": "docker"},
+            init=True, network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            mem_limit=mem, memswap_limit=mem, nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids,
+            environment={"CUA_SANDBOX_TOKEN": token, "CUA_SCREEN_WIDTH": str(spec.screen[0]),
+                         "CUA_SCREEN_HEIGHT": str(spec.screen[1])},
+            volumes={str(sock_dir): {"bind": "/run/cua", "mode": "rw"}},
+        )
+        ready = sock_dir / "ready.json"
+        deadline = time.monotonic() + self.start_timeout
+        while not ready.exists():
+            if time.monotonic() > deadline:
+                logs = self._logs(container)
+                self.remove_sync(name)
+                raise SandboxStartError(f"{name}: server not ready after {self.start_timeout:.0f} s\n{logs}")
+            container.reload()
+            if container.status in ("exited", "dead"):
+                logs = self._logs(container)
+                self.remove_sync(name)
+                raise SandboxStartError(f"{name} exited during start:\n{logs}")
+            time.sleep(0.05)
+        json.loads(ready.read_text())  # written atomically by the server once it serves
+        return name, str(sock_dir / "control.sock"), token
+
+    @staticmethod
+    def _logs(container: Any) -> str:
+        try:
+            return container.logs(tail=30).decode(errors="replace")
+        except Exception as exc:
+            return f"(no logs: {exc})"
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        name, sock, token = await asyncio.to_thread(self._start_sync, spec)
+        client = SandboxClient(token, socket_path=sock)
+        sb = Sandbox(id=name, backend=self, client=client, spec=spec, meta={"socket": sock})
+        try:
+            await sb.health(timeout=10)
+        except Exception:
+            await self.stop(sb)
+            raise
+        return sb
+
+    def remove_sync(self, box_id: str) -> None:
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.NotFound):
+            self.docker.containers.get(box_id).remove(force=True)
+        shutil.rmtree(self.run_dir / box_id, ignore_errors=True)
+
+    async def stop(self, sb: Sandbox) -> None:
+        try:
+            await sb.client.aclose()
+        finally:
+            await asyncio.to_thread(self.remove_sync, sb.id)
+
+    # -- inventory ------------------------------------------------------------------------------
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        filters = [f"{LABEL}=1"] + ([f"cua.run_id={run_id}"] if run_id else [])
+        boxes = self.docker.containers.list(all=True, filters={"label": filters})
+        return [{"id": c.name, "labels": c.labels, "status": c.status} for c in boxes]
+
+    def reap(self, all_boxes: bool = False) -> list[str]:
+        removed = super().reap(all_boxes)
+        # Socket dirs of boxes that no longer exist (e.g. removed by hand).
+        live = {b["id"] for b in self.list_boxes()}
+        if self.run_dir.is_dir():
+            for d in self.run_dir.iterdir():
+                if d.name.startswith("cua-sb-") and d.name not in live:
+                    shutil.rmtree(d, ignore_errors=True)
+        return removed
+
+    def close(self) -> None:
+        self.docker.close()

@@ -1,0 +1,142 @@
+"""The backend-independent sandbox API: a spec, a handle, and what a backend implements."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sandbox.client import SandboxClient
+
+LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
+
+
+def cua_home() -> Path:
+    return Path(os.environ.get("CUA_HOME") or Path.home() / ".cache" / "cua-areal")
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of a process (clock ticks since boot): with the pid it identifies a process uniquely."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def owner_labels(run_id: str) -> dict[str, str]:
+    pid = os.getpid()
+    return {LABEL: "1", "cua.run_id": run_id, "cua.owner_pid": str(pid),
+            "cua.owner_start": str(process_start_ticks(pid) or 0), "cua.owner_host": socket.gethostname(),
+            "cua.created": f"{time.time():.0f}"}
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """Whether the process that created a box still runs. Boxes of other hosts count as alive."""
+    host = labels.get("cua.owner_host")
+    if host and host != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get("cua.owner_pid", ""))
+    except ValueError:
+        return False
+    ticks = process_start_ticks(pid)
+    return ticks is not None and str(ticks) == labels.get("cua.owner_start", str(ticks))
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How to start a box; the `sandbox` block of a task spec."""
+
+    backend: str = "docker"
+    image: str = "cua-sandbox:latest"
+    memory_mb: int = 1536
+    cpus: float = 1.0
+    pids: int = 512
+    screen: tuple[int, int] = (1280, 800)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SandboxSpec:
+        res = d.get("resources", {}) or {}
+        screen = res.get("screen", cls.screen)
+        if isinstance(screen, str):
+            w, h = screen.lower().split("x")
+            screen = (int(w), int(h))
+        return cls(backend=d.get("backend", cls.backend), image=d.get("image", cls.image),
+                   memory_mb=int(res.get("memory_mb", cls.memory_mb)), cpus=float(res.get("cpus", cls.cpus)),
+                   pids=int(res.get("pids", cls.pids)), screen=(int(screen[0]), int(screen[1])))
+
+
+@dataclass
+class Sandbox:
+    """A running box. Talk to it through the methods below; `backend.stop` ends it."""
+
+    id: str
+    backend: Backend
+    client: SandboxClient
+    spec: SandboxSpec
+    created: float = field(default_factory=time.time)
+    meta: dict[str, Any] = field(default_factory=dict)
+    episodes: int = 0
+
+    async def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        return await self.client.health(timeout)
+
+    async def screenshot(self, max_width: int | None = None, max_height: int | None = None) -> bytes:
+        return await self.client.screenshot(max_width, max_height)
+
+    async def act(self, action: dict[str, Any]) -> dict[str, Any]:
+        return await self.client.act(action)
+
+    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
+        self.episodes += 1
+        return await self.client.reset(task_id, seed)
+
+    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
+        return await self.client.evaluate(wait_s)
+
+    async def oracle(self) -> dict[str, Any]:
+        return await self.client.oracle()
+
+    async def close(self) -> None:
+        await self.backend.stop(self)
+
+
+class Backend:
+    """Starts and stops boxes. All boxes carry the owner labels so a reaper can find orphans."""
+
+    name = ""
+
+    def __init__(self, run_id: str | None = None) -> None:
+        self.run_id = run_id or f"{os.getpid()}-{secrets.token_hex(4)}"
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        raise NotImplementedError
+
+    async def stop(self, sb: Sandbox) -> None:
+        raise NotImplementedError
+
+    def remove_sync(self, box_id: str) -> None:
+        """Blocking removal, usable from signal and atexit handlers (no event loop)."""
+        raise NotImplementedError
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Boxes of this backend on this host: [{'id', 'labels', 'status'}], optionally of one run."""
+        raise NotImplementedError
+
+    def reap(self, all_boxes: bool = False) -> list[str]:
+        """Removes boxes whose owner process is gone (or every box with all_boxes); returns their ids."""
+        removed = []
+        for box in self.list_boxes():
+            if all_boxes or not owner_alive(box["labels"]):
+                self.remove_sync(box["id"])
+                removed.append(box["id"])
+        return removed

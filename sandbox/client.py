@@ -1,0 +1,75 @@
+"""Async client of the in-box control server, over a unix socket (default) or loopback TCP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
+
+
+class SandboxClient:
+    def __init__(self, token: str, socket_path: str | None = None, base_url: str | None = None,
+                 timeout: float = 30.0) -> None:
+        if socket_path:
+            transport = httpx.AsyncHTTPTransport(uds=socket_path, retries=0)
+            base_url = "http://sandbox"
+        elif base_url:
+            transport = httpx.AsyncHTTPTransport(retries=0)
+        else:
+            raise ValueError("need socket_path or base_url")
+        self.where = socket_path or base_url
+        self._http = httpx.AsyncClient(transport=transport, base_url=base_url, timeout=timeout,
+                                       headers={"Authorization": f"Bearer {token}"})
+
+    async def _request(self, method: str, path: str, json: Any = None, params: dict | None = None,
+                       timeout: float | None = None) -> httpx.Response:
+        kw: dict[str, Any] = {"params": params}
+        if json is not None:
+            kw["json"] = json
+        if timeout is not None:
+            kw["timeout"] = timeout
+        try:
+            resp = await self._http.request(method, path, **kw)
+        except httpx.TimeoutException as exc:
+            raise SandboxTimeout(f"{method} {path} timed out on {self.where}") from exc
+        except (httpx.TransportError, OSError) as exc:
+            # Refused/reset/EOF: the server process (or the whole box) is gone.
+            raise SandboxDied(f"{method} {path}: sandbox unreachable at {self.where}: {exc!r}") from exc
+        if resp.status_code >= 400:
+            try:
+                msg = resp.json().get("error", resp.text)
+            except ValueError:
+                msg = resp.text
+            if resp.status_code < 500:
+                raise SandboxRequestError(resp.status_code, msg)
+            raise SandboxError(f"{method} {path} failed in the sandbox ({resp.status_code}): {msg}")
+        return resp
+
+    async def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        return (await self._request("GET", "/health", timeout=timeout)).json()
+
+    async def screenshot(self, max_width: int | None = None, max_height: int | None = None) -> bytes:
+        params = {k: v for k, v in (("max_width", max_width), ("max_height", max_height)) if v}
+        return (await self._request("GET", "/screenshot", params=params or None)).content
+
+    async def act(self, action: dict[str, Any]) -> dict[str, Any]:
+        return (await self._request("POST", "/action", json=action)).json()
+
+    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
+        return (await self._request("POST", "/task/reset", json={"task_id": task_id, "seed": seed},
+                                    timeout=90.0)).json()
+
+    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
+        return (await self._request("POST", "/task/evaluate", json={"wait_s": wait_s})).json()
+
+    async def oracle(self) -> dict[str, Any]:
+        return (await self._request("GET", "/task/oracle")).json()
+
+    async def raw(self, method: str, path: str, content: bytes | None = None) -> httpx.Response:
+        """Unchecked request (tests of the server's error handling)."""
+        return await self._http.request(method, path, content=content)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

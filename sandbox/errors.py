@@ -1,0 +1,28 @@
+"""Typed sandbox errors: callers tell infrastructure failures (drop the episode) from bad requests."""
+
+from __future__ import annotations
+
+
+class SandboxError(RuntimeError):
+    """Base class: something went wrong with a sandbox (not with the policy)."""
+
+
+class SandboxDied(SandboxError):
+    """The box or its control server is gone (killed, crashed, out of memory)."""
+
+
+class SandboxTimeout(SandboxError):
+    """A request or an acquire did not finish in time."""
+
+
+class SandboxStartError(SandboxError):
+    """A box could not be started (after retries)."""
+
+
+class SandboxRequestError(SandboxError):
+    """The control server rejected a request (4xx): a malformed action or an unknown task."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
