@@ -162,7 +162,7 @@ def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
 
 
 def build_processor(out: Path, tokenizer) -> None:
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
     image_processor = Qwen2VLImageProcessor(
         min_pixels=MIN_PIXELS,
@@ -171,17 +171,22 @@ def build_processor(out: Path, tokenizer) -> None:
         merge_size=MERGE,
         temporal_patch_size=TEMPORAL,
     )
+    video_processor = Qwen2VLVideoProcessor(patch_size=PATCH, merge_size=MERGE, temporal_patch_size=TEMPORAL)
     processor = Qwen2_5_VLProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
     )
     processor.save_pretrained(out)
 
 
 def inputs_hash(args: argparse.Namespace) -> str:
-    import transformers
+    # Package metadata, not `import transformers`: the up-to-date check must take milliseconds.
+    from importlib.metadata import version
 
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(f"tie={args.tie_embeddings} seed={args.seed} tf={transformers.__version__}".encode())
+    h.update(f"tie={args.tie_embeddings} seed={args.seed} tf={version('transformers')}".encode())
     return h.hexdigest()[:16]
 
 

