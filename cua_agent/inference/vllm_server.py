@@ -1,0 +1,200 @@
+"""Client of a stock vLLM OpenAI-compatible server (CPU build here, CUDA build on GPUs; no patched server).
+
+Everything RL needs goes over vLLM's public and dev-mode endpoints (the server runs with
+VLLM_SERVER_DEV_MODE=1): chat completions that return the exact prompt ids (image tokens expanded by the
+server), output ids and per-token logprobs; pause/resume; in-place weight reload from a checkpoint
+directory; cache resets; the served weight version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from .errors import MalformedResponseError
+from .http import RetryPolicy, request_json
+
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def loop_session() -> aiohttp.ClientSession:
+    """One pooled HTTP session per event loop (rollouts and weight updates run on different loops)."""
+    loop = asyncio.get_running_loop()
+    session = _sessions.get(loop)
+    if session is None or session.closed:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        _sessions[loop] = session
+    return session
+
+
+async def close_loop_session() -> None:
+    session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
+
+
+@dataclass
+class SamplingParams:
+    max_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    stop_token_ids: list[int] = field(default_factory=list)
+    seed: int | None = None
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "stop_token_ids": list(self.stop_token_ids),
+            # Token ids are the truth for training; text is derived. Keep special tokens in the text so the
+            # text and the ids agree.
+            "skip_special_tokens": False,
+        }
+        if self.seed is not None:
+            payload["seed"] = self.seed
+        return payload
+
+
+@dataclass
+class Generation:
+    """One model call as the trainer must see it."""
+
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    output_logprobs: list[float]
+    finish_reason: str  # "stop" | "length" | "abort" | ...
+    text: str
+    latency_s: float
+
+
+class VLLMServer:
+    """One vLLM server. Methods are coroutines; each request is bounded by `policy`."""
+
+    def __init__(self, address: str, *, model: str | None = None, policy: RetryPolicy = RetryPolicy()):
+        self.address = address
+        self.model = model
+        self.policy = policy
+
+    def __repr__(self) -> str:
+        return f"VLLMServer({self.address!r})"
+
+    async def _call(
+        self, endpoint: str, payload: dict[str, Any] | None = None, *, method: str = "POST",
+        policy: RetryPolicy | None = None,
+    ) -> Any:
+        return await request_json(
+            loop_session(), self.address, endpoint, payload, method=method, policy=policy or self.policy
+        )
+
+    # ---- generation -------------------------------------------------------------------------------------
+    async def chat(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> Generation:
+        """Chat completion with images; returns the server's own prompt ids and the sampled ids + logprobs."""
+        payload = {
+            "messages": messages,
+            **sampling.to_payload(),
+            "logprobs": True,
+            "return_token_ids": True,
+        }
+        if self.model:
+            payload["model"] = self.model
+        start = time.perf_counter()
+        body = await self._call("/v1/chat/completions", payload)
+        try:
+            choice = body["choices"][0]
+            prompt_ids = body["prompt_token_ids"]
+            output_ids = choice["token_ids"]
+            content = (choice.get("logprobs") or {}).get("content") or []
+            logprobs = [float(t["logprob"]) for t in content]
+            finish = choice.get("finish_reason") or "stop"
+            text = (choice.get("message") or {}).get("content") or ""
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise MalformedResponseError(self.address, "/v1/chat/completions", f"missing field: {exc!r}") from exc
+        self._check_ids(prompt_ids, output_ids, logprobs, "/v1/chat/completions")
+        return Generation(prompt_ids, output_ids, logprobs, finish, text, time.perf_counter() - start)
+
+    async def complete_tokens(self, prompt_token_ids: list[int], sampling: SamplingParams) -> Generation:
+        """Token-in, token-out completion (text-only prompts)."""
+        payload = {
+            "prompt": list(prompt_token_ids),
+            **sampling.to_payload(),
+            "logprobs": 0,
+            "return_token_ids": True,
+        }
+        if self.model:
+            payload["model"] = self.model
+        start = time.perf_counter()
+        body = await self._call("/v1/completions", payload)
+        try:
+            choice = body["choices"][0]
+            output_ids = choice["token_ids"]
+            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+            finish = choice.get("finish_reason") or "stop"
+            text = choice.get("text") or ""
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise MalformedResponseError(self.address, "/v1/completions", f"missing field: {exc!r}") from exc
+        prompt_ids = list(prompt_token_ids)
+        self._check_ids(prompt_ids, output_ids, logprobs, "/v1/completions")
+        return Generation(prompt_ids, output_ids, logprobs, finish, text, time.perf_counter() - start)
+
+    def _check_ids(self, prompt: Any, output: Any, logprobs: list[float], endpoint: str) -> None:
+        if not isinstance(prompt, list) or not isinstance(output, list):
+            raise MalformedResponseError(self.address, endpoint, "token ids are not lists (return_token_ids ignored?)")
+        if len(output) != len(logprobs):
+            raise MalformedResponseError(
+                self.address, endpoint, f"{len(output)} output ids but {len(logprobs)} logprobs"
+            )
+
+    # ---- control ----------------------------------------------------------------------------------------
+    async def healthy(self, timeout_s: float = 5.0) -> bool:
+        try:
+            await self._call("/health", method="GET", policy=RetryPolicy(attempts=1, timeout_s=timeout_s))
+            return True
+        except Exception:
+            return False
+
+    async def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not await self.healthy():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"vLLM server {self.address} not healthy after {timeout_s:.0f}s")
+            await asyncio.sleep(1.0)
+
+    async def pause(self, mode: str = "abort") -> None:
+        """Stop scheduling; `abort` ends in-flight requests (finish_reason 'abort'), `wait` drains them."""
+        await self._call(f"/pause?mode={mode}")
+
+    async def resume(self) -> None:
+        await self._call("/resume")
+
+    async def is_paused(self) -> bool:
+        return bool((await self._call("/is_paused", method="GET"))["is_paused"])
+
+    async def reload_weights(self, path: str) -> None:
+        """Reload every weight in place from an HF checkpoint directory (vLLM's worker reload_weights)."""
+        await self._call("/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": path}})
+
+    async def reset_caches(self) -> None:
+        # Prefix/encoder/multimodal caches hold values computed by the old weights; skipping these resets
+        # crashed the engine on the next image request (DESIGN §5).
+        for endpoint in ("/reset_prefix_cache", "/reset_encoder_cache", "/reset_mm_cache"):
+            await self._call(endpoint)
+
+    async def set_weight_version(self, version: int) -> None:
+        await self._call("/update_weight_version", {"new_version": str(version)})
+
+    async def weight_version(self) -> int | None:
+        value = (await self._call("/weight_info", method="GET")).get("weight_version")
+        return None if value in (None, "") else int(value)
+
+    async def weight_checksums(self) -> dict[str, str]:
+        return (await self._call("/weight_checker", {"action": "checksum"}))["checksums"]

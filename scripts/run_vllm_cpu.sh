@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# vLLM's CPU build serving the policy (embedded default). Foreground; Ctrl-C stops it.
+#   VLLM_MODEL (default: the tiny model), VLLM_HOST (127.0.0.1), VLLM_PORT (8000),
+#   VLLM_HEALTH_TIMEOUT (300 s), VLLM_MAX_MODEL_LEN (8192); extra arguments go to the server.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$REPO_ROOT/scripts/vllm_common.sh"
+
+model="${VLLM_MODEL:-$CUA_HOME/models/tiny-qwen2.5-vl}"
+[ -f "$model/config.json" ] || die "no model at $model (run scripts/setup.sh, or set VLLM_MODEL)"
+py="$(vllm_python)"
+[ -x "$py" ] || die "inference environment missing: run scripts/setup.sh vllm"
+served_name="$model"
+model="$(serving_dir "$py" "$model")"
+
+# CPU settings measured on 2-core machines (DESIGN §5): no thread pinning, 1 GiB KV cache, fp32, eager,
+# single-process executor. Dev mode exposes pause/resume, collective_rpc (weight reload) and cache resets.
+export VLLM_TARGET_DEVICE=cpu VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
+  VLLM_SERVER_DEV_MODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+
+serve_until_exit "${VLLM_HOST:-127.0.0.1}" "${VLLM_PORT:-8000}" "${VLLM_HEALTH_TIMEOUT:-300}" \
+  "$py" -m vllm.entrypoints.openai.api_server \
+    --model "$model" --served-model-name "$served_name" --host "${VLLM_HOST:-127.0.0.1}" --port "${VLLM_PORT:-8000}" \
+    --dtype float32 --enforce-eager --distributed-executor-backend uni \
+    --max-model-len "${VLLM_MAX_MODEL_LEN:-8192}" --limit-mm-per-prompt '{"image": 8}' \
+    --disable-log-stats "$@"

@@ -1,0 +1,38 @@
+# Shared by run_vllm_cpu.sh and run_vllm_base.sh: start a vLLM OpenAI server, wait until /health answers
+# (with a deadline and progress), then stay in the foreground until it exits. Stopping this script
+# (Ctrl-C, SIGTERM) stops the server with it.
+
+# serve_until_exit HOST PORT TIMEOUT_S CMD...
+serve_until_exit() {
+  local host="$1" port="$2" timeout_s="$3"; shift 3
+  if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    die "port $host:$port is already in use (another vLLM server?); set VLLM_PORT"
+  fi
+  log "starting: $*"
+  "$@" &
+  local pid=$! start=$SECONDS
+  trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 143' INT TERM
+  trap 'kill -TERM $pid 2>/dev/null || true' EXIT
+  until curl -sf "http://$host:$port/health" >/dev/null 2>&1; do
+    if ! kill -0 $pid 2>/dev/null; then
+      wait $pid; local rc=$?
+      die "vLLM server exited with code $rc before becoming healthy (see its output above)"
+    fi
+    if (( SECONDS - start > timeout_s )); then
+      die "vLLM server not healthy on http://$host:$port after ${timeout_s}s (VLLM_HEALTH_TIMEOUT); stopping it"
+    fi
+    (( (SECONDS - start) % 15 == 0 )) && log "waiting for http://$host:$port/health ($((SECONDS - start))s)"
+    sleep 1
+  done
+  log "ready: http://$host:$port (in $((SECONDS - start))s)"
+  wait $pid
+}
+
+# serving_dir PYTHON MODEL_DIR -> the directory to serve: MODEL_DIR, or for a tied-embedding checkpoint an
+# untied copy with an explicit head (see cua_agent/inference/checkpoints.py for why).
+serving_dir() {
+  local py="$1" model="$2" key
+  key="$(basename "$model")-$(printf '%s' "$(cd "$model" && pwd)" | sha256sum | cut -c1-8)"
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$py" -m cua_agent.inference.checkpoints \
+    serving-copy "$model" "$CUA_HOME/serving/$key" || die "cannot prepare $model for serving"
+}
