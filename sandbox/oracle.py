@@ -45,6 +45,10 @@ class OracleError(RuntimeError):
     pass
 
 
+def _center_of(el: dict[str, Any]) -> dict[str, int]:
+    return {"x": round(el["x"] + el["w"] / 2), "y": round(el["y"] + el["h"] / 2)}
+
+
 class Ctx:
     def __init__(self, sb: Sandbox, state: dict[str, Any]) -> None:
         self.sb, self.state = sb, state
@@ -87,6 +91,9 @@ class Ctx:
         return await self.sb.act(action)
 
     async def click(self, el: dict[str, Any], dx: float | None = None) -> None:
+        if dx is None:
+            await self.act({"type": "click", **_center_of(el)})
+            return
         x = el["x"] + (dx if dx is not None else el["w"] / 2)
         await self.act({"type": "click", "x": round(x), "y": round(el["y"] + el["h"] / 2)})
 
@@ -117,6 +124,12 @@ class Ctx:
             if time.monotonic() > deadline:
                 raise OracleError(f"{self.state.get('task')}: condition not met in {timeout} s")
             await asyncio.sleep(0.05)
+
+
+def _first(items: Any) -> dict[str, Any]:
+    for item in items:
+        return item
+    raise OracleError("expected element not found")
 
 
 # -- MiniWoB++ ---------------------------------------------------------------------------------------
@@ -287,15 +300,15 @@ async def _read_table(c: Ctx) -> None:
     raise OracleError("row not found")
 
 
-@miniwob("multi-orderings", "multi-layouts")
+@miniwob("multi-orderings")
 async def _multi_orderings(c: Ctx) -> None:
     inputs = c.find_all(tag="INPUT_text")
     for key, value in c.fields.items():
-        label = next(e for e in c.elements if (e.get("text") or "").strip().lower() == key.lower()
-                     and e["tag"] in ("TH", "LABEL", "t", "SPAN", "DIV", "TD"))
+        label = _first(e for e in c.elements if (e.get("text") or "").strip().lower() == key.lower()
+                       and e["tag"] in ("TH", "LABEL", "t", "SPAN", "DIV", "TD"))
         row = min(inputs, key=lambda i, lab=label: abs(i["y"] - lab["y"]) + abs(i["x"] - lab["x"]) / 10)
         await c.fill(row, value)
-    await c.click(next(e for e in c.elements if (e.get("text") or "").strip() == "Submit"))
+    await c.click(_first(e for e in c.elements if (e.get("text") or "").strip() == "Submit"))
 
 
 @miniwob("copy-paste")
@@ -326,7 +339,7 @@ COLORS = {"red": (255, 0, 0), "blue": (0, 0, 255), "olive": (128, 128, 0), "lime
 @miniwob("click-color")
 async def _click_color(c: Ctx) -> None:
     want = "rgb({}, {}, {})".format(*COLORS[c.fields["target"]])
-    await c.click(next(e for e in c.find_all(cls="color") if e["bgColor"] == want))
+    await c.click(_first(e for e in c.find_all(cls="color") if e["bgColor"] == want))
 
 
 @miniwob("enter-date")
@@ -339,10 +352,11 @@ async def _enter_date(c: Ctx) -> None:
 
 @miniwob("choose-list")
 async def _choose_list(c: Ctx) -> None:
-    await c.click(c.find(tag="SELECT"))  # opens chromium's native popup; type-ahead picks the item
+    # Opens chromium's native popup; wait until it is drawn, then type-ahead picks the item.
+    await c.act({"type": "click", "wait_change_s": 2, **_center_of(c.find(tag="SELECT"))})
     await c.type(c.fields["target"])
-    await c.key("Return")
-    await c.click(c.find(tag="BUTTON", text="Submit"))
+    await c.act({"type": "key", "keys": "Return", "wait_change_s": 1})
+    await c.submit()
 
 
 # -- desktop tasks --------------------------------------------------------------------------------

@@ -38,9 +38,15 @@ async def run_task(pool: SandboxPool, task_id: str, seed: int, agent: str) -> di
             await random_actions(sb, 5, random.Random(f"{task_id}:{seed}"), *sb.spec.screen)
             n_actions = 5
         result = await sb.evaluate(wait_s=1.0)
-    return {"task_id": task_id, "seed": seed, "reward": result["reward"], "actions": n_actions,
-            "instruction": reset["instruction"], "seconds": round(time.monotonic() - t0, 2),
-            "info": result.get("info", {})}
+    return {
+        "task_id": task_id,
+        "seed": seed,
+        "reward": result["reward"],
+        "actions": n_actions,
+        "instruction": reset["instruction"],
+        "seconds": round(time.monotonic() - t0, 2),
+        "info": result.get("info", {}),
+    }
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -62,14 +68,24 @@ async def main_async(args: argparse.Namespace) -> int:
                 try:
                     r = await run_task(pool, tid, args.seed, args.agent)
                 except Exception as exc:
-                    r = {"task_id": tid, "seed": args.seed, "reward": 0.0, "error": f"{type(exc).__name__}: {exc}"}
+                    r = {
+                        "task_id": tid,
+                        "seed": args.seed,
+                        "reward": 0.0,
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
                 results.append(r)
-                print(f"{r['task_id']:<34} reward {r['reward']:.2f}  "
-                      f"{r.get('seconds', '-')} s  {r.get('error') or r.get('instruction', '')[:90]}", flush=True)
+                print(
+                    f"{r['task_id']:<34} reward {r['reward']:.2f}  "
+                    f"{r.get('seconds', '-')} s  {r.get('error') or r.get('instruction', '')[:90]}",
+                    flush=True,
+                )
 
         await asyncio.gather(*(one(t) for t in task_ids))
     ok = sum(r["reward"] >= 1.0 for r in results)
-    print(f"{args.agent}: {ok}/{len(results)} tasks with reward 1 (mean {sum(r['reward'] for r in results) / max(1, len(results)):.2f})")
+    print(
+        f"{args.agent}: {ok}/{len(results)} tasks with reward 1 (mean {sum(r['reward'] for r in results) / max(1, len(results)):.2f})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0 if args.agent != "oracle" or ok == len(results) else 1
@@ -80,7 +96,9 @@ def main() -> int:
     ap.add_argument("--backend", default="docker", choices=["docker", "local"])
     ap.add_argument("--image", default="cua-sandbox:latest")
     ap.add_argument("--agent", default="oracle", choices=["oracle", "random"])
-    ap.add_argument("--tasks", nargs="*", help="task ids (default: every task of tasks/*.jsonl with an oracle)")
+    ap.add_argument(
+        "--tasks", nargs="*", help="task ids (default: every task of tasks/*.jsonl with an oracle)"
+    )
     ap.add_argument("-n", type=int, default=0, help="run only the first N tasks")
     ap.add_argument("--boxes", type=int, default=2, help="concurrent sandboxes")
     ap.add_argument("--seed", type=int, default=0)

@@ -99,6 +99,8 @@ class MiniWoBRuntime(Runtime):
             self.close()
             self._start_browser()
         d = self.driver
+        # Input hygiene: no button or modifier left held by the previous episode, no popup left open.
+        self.display.xdotool("keyup", "ctrl", "alt", "shift", "super", "mouseup", "1", "key", "Escape")
         # A fresh page per episode: no state leaks from the previous episode.
         d.get(path.as_uri())
         d.execute_script(
@@ -109,6 +111,12 @@ class MiniWoBRuntime(Runtime):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"MiniWoB task {name} did not become ready")
             time.sleep(0.02)
+        # Keyboard focus on the browser window: a popup closed in the previous episode can leave X focus
+        # elsewhere, and then clicks work while typed keys are lost.
+        try:
+            self.display.xdotool("search", "--onlyvisible", "--classname", "chromium", "windowfocus")
+        except Exception:
+            pass
         self.task = name
         return {"instruction": self._utterance()[0]}
 

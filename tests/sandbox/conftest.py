@@ -1,0 +1,58 @@
+"""Shared, expensive sandbox resources: set up once per session (image, podman service, pools)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.base import SandboxSpec
+from sandbox.pool import SandboxPool
+
+REPO = Path(__file__).resolve().parents[2]
+BOXES = 2  # 2 cores: two desktops stepping concurrently keep the suite fast without thrashing
+
+
+@pytest.fixture(scope="session")
+def sandbox_setup() -> None:
+    """Idempotent (seconds when done): packages, podman config + service, image, host venv."""
+    subprocess.run(["bash", str(REPO / "scripts" / "setup_sandbox.sh")], check=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def docker_backend(sandbox_setup: None):
+    from sandbox.backends.docker import DockerBackend
+
+    backend = DockerBackend(run_id=f"pytest-{os.getpid()}-docker")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def local_backend(sandbox_setup: None):
+    from sandbox.backends.local import LocalBackend
+
+    return LocalBackend(run_id=f"pytest-{os.getpid()}-local")
+
+
+@pytest.fixture(scope="session")
+async def docker_pool(docker_backend) -> AsyncIterator[SandboxPool]:
+    pool = SandboxPool(docker_backend, SandboxSpec(backend="docker"), max_size=BOXES, warm=BOXES,
+                       install_handlers=False)
+    await pool.start()
+    yield pool
+    await pool.close()
+    assert docker_backend.list_boxes(run_id=docker_backend.run_id) == []
+
+
+@pytest.fixture(scope="session")
+async def local_pool(local_backend) -> AsyncIterator[SandboxPool]:
+    pool = SandboxPool(local_backend, SandboxSpec(backend="local"), max_size=BOXES, warm=BOXES,
+                       install_handlers=False)
+    await pool.start()
+    yield pool
+    await pool.close()
+    assert local_backend.list_boxes(run_id=local_backend.run_id) == []

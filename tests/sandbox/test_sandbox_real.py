@@ -1,0 +1,232 @@
+"""Real sandboxes: podman through docker-py, Xvfb + chromium + apps, OS-level input, MiniWoB's own rewards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.base import SandboxSpec
+from sandbox.client import SandboxClient
+from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError
+from sandbox.oracle import random_actions, solve
+from sandbox.pool import SandboxPool
+from sandbox.tasks import load_tasks
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+
+REPO = Path(__file__).resolve().parents[2]
+ALL_TASKS = list(dict.fromkeys(t.task_id for f in ("miniwob.jsonl", "desktop.jsonl")
+                               for t in load_tasks(REPO / "tasks" / f)))
+RANDOM_SUBSET = ["miniwob/click-test-2", "miniwob/click-button", "miniwob/enter-text", "miniwob/login-user",
+                 "miniwob/click-checkboxes", "miniwob/simple-arithmetic", "desktop/editor-save",
+                 "desktop/terminal-file"]
+
+
+async def run_all(pool: SandboxPool, task_ids: list[str], agent: str, seed: int) -> dict[str, float]:
+    rewards: dict[str, float] = {}
+    sem = asyncio.Semaphore(pool.max_size)
+
+    async def one(tid: str) -> None:
+        async with sem, pool.sandbox(timeout=120) as sb:
+            await sb.reset(tid, seed)
+            if agent == "oracle":
+                await solve(sb)
+            else:
+                await random_actions(sb, 6, random.Random(f"{tid}:{seed}"))
+            rewards[tid] = (await sb.evaluate(wait_s=1.0 if agent == "oracle" else 0.2))["reward"]
+
+    await asyncio.gather(*(one(t) for t in task_ids))
+    return rewards
+
+
+def _assert_all_solved(rewards: dict[str, float]) -> None:
+    failed = {t: r for t, r in rewards.items() if r != 1.0}
+    assert not failed, f"oracle did not get reward 1 on {failed}"
+    assert sum(t.startswith("miniwob/") for t in rewards) >= 20
+    assert sum(t.startswith("desktop/") for t in rewards) >= 3
+
+
+async def test_oracle_solves_every_task_through_docker(docker_pool):
+    rewards = await run_all(docker_pool, ALL_TASKS, "oracle", seed=7)
+    _assert_all_solved(rewards)
+
+
+async def test_oracle_solves_every_task_through_local(local_pool):
+    rewards = await run_all(local_pool, ALL_TASKS, "oracle", seed=11)
+    _assert_all_solved(rewards)
+
+
+async def test_random_actions_score_below_one(docker_pool):
+    rewards = await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3)
+    assert len(rewards) == len(RANDOM_SUBSET)
+    assert sum(rewards.values()) / len(rewards) < 1.0, rewards
+    assert sum(r == 1.0 for r in rewards.values()) <= 1, rewards
+
+
+async def test_screenshot_is_png_of_the_screen_and_downscales(docker_pool):
+    import io
+
+    from PIL import Image
+
+    async with docker_pool.sandbox() as sb:
+        full = Image.open(io.BytesIO(await sb.screenshot()))
+        small = Image.open(io.BytesIO(await sb.screenshot(max_width=640)))
+        assert full.format == "PNG" and full.size == (1280, 800) and small.size == (640, 400)
+
+
+async def test_malformed_payloads_get_4xx_and_the_server_keeps_serving(docker_pool):
+    async with docker_pool.sandbox() as sb:
+        c = sb.client
+        cases = [
+            ("POST", "/action", b"{not json", 400),
+            ("POST", "/action", b"[1, 2]", 400),
+            ("POST", "/action", b'{"type": "click", "x": -5, "y": 10}', 400),
+            ("POST", "/action", b'{"type": "click", "x": "1; rm -rf /", "y": 10}', 400),
+            ("POST", "/action", b'{"type": "key", "keys": "ctrl+`reboot`"}', 400),
+            ("POST", "/action", b'{"type": "type", "text": ' + b'"' + b"a" * 3000 + b'"}', 400),
+            ("POST", "/task/reset", b'{"task_id": "miniwob/no-such-task", "seed": 1}', 400),
+            ("POST", "/task/reset", b'{"task_id": "miniwob/click-test", "seed": -1}', 400),
+            ("GET", "/screenshot?max_width=abc", None, 400),
+            ("GET", "/action", None, 405),
+            ("GET", "/nope", None, 404),
+            ("POST", "/action", b"x" * (2 << 20), 413),
+        ]
+        for method, path, body, status in cases:
+            resp = await c.raw(method, path, body)
+            assert resp.status_code == status, (path, body and body[:60], resp.text)
+            assert resp.json()["error"], resp.text
+            assert (await sb.health())["ok"]
+        with pytest.raises(SandboxRequestError) as err:
+            await sb.act({"type": "drag", "x": 1, "y": 1})
+        assert err.value.status == 400 and "to_x" in err.value.message
+        intruder = SandboxClient("wrong-token-wrong-token", socket_path=sb.meta["socket"])
+        with pytest.raises(SandboxRequestError) as err:
+            await intruder.health()
+        assert err.value.status == 401
+        await intruder.aclose()
+        await sb.reset("miniwob/click-test", 1)  # still fully functional
+        await solve(sb)
+        assert (await sb.evaluate())["reward"] == 1.0
+
+
+async def test_box_is_isolated_and_limited(docker_backend):
+    """No network, no capabilities, no new privileges, non-root, memory and pids limits enforced."""
+    sb = await docker_backend.start(SandboxSpec(memory_mb=512, pids=128))
+    try:
+        c = docker_backend.docker.containers.get(sb.id)
+        hc = c.attrs["HostConfig"]
+        assert hc["NetworkMode"] == "none" and hc["Init"] is True
+        assert hc["Memory"] == 512 << 20 and hc["PidsLimit"] == 128
+        labels = c.labels
+        assert labels["cua.sandbox"] == "1" and labels["cua.owner_pid"] == str(os.getpid())
+        assert {"cua.run_id", "cua.created", "cua.owner_start"} <= set(labels)
+        probe = r'''
+import os, socket, time
+print("ifaces", sorted(os.listdir("/sys/class/net")))
+for host in [("1.1.1.1", 53), ("151.101.0.223", 443)]:
+    try:
+        socket.create_connection(host, timeout=3); print("EGRESS", host)
+    except OSError as e:
+        print("blocked", e.errno)
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+print("caps", st["CapEff"].strip(), st["CapBnd"].strip(), "nnp", st["NoNewPrivs"].strip(), "uid", os.getuid())
+kids = []
+try:
+    for _ in range(400):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3); os._exit(0)
+        kids.append(pid)
+except OSError:
+    pass
+print("forked", len(kids))
+for k in kids:
+    os.kill(k, 9)
+'''
+        out = c.exec_run(["/opt/cua/venv/bin/python", "-c", probe]).output.decode()
+        assert "ifaces ['lo']" in out and "EGRESS" not in out and out.count("blocked 101") == 2, out
+        assert "caps 0000000000000000 0000000000000000 nnp 1 uid 1000" in out, out
+        forked = int(out.split("forked ")[1].split()[0])
+        assert forked < 128, out
+        hog = c.exec_run(["/opt/cua/venv/bin/python", "-c", "b = bytearray(900 << 20); print('allocated')"])
+        assert hog.exit_code == 137 and b"allocated" not in hog.output  # OOM-killed inside the box
+        assert (await sb.health())["ok"]  # the box itself survives
+    finally:
+        await sb.close()
+    assert docker_backend.list_boxes(run_id=docker_backend.run_id) == [] or all(
+        b["id"] != sb.id for b in docker_backend.list_boxes(run_id=docker_backend.run_id))
+
+
+async def test_box_killed_mid_episode_raises_typed_error_quickly(docker_backend):
+    pool = SandboxPool(docker_backend, SandboxSpec(), max_size=1, reap_orphans=False, install_handlers=False)
+    async with pool:
+        with pytest.raises(SandboxError):
+            async with pool.sandbox() as sb:
+                await sb.reset("miniwob/click-test", 0)
+                await asyncio.to_thread(docker_backend.docker.containers.get(sb.id).kill)
+                t0 = time.monotonic()
+                try:
+                    await asyncio.wait_for(sb.act({"type": "click", "x": 5, "y": 5}), 20)
+                finally:
+                    assert time.monotonic() - t0 < 10
+        dead = sb.id
+        # The pool dropped the dead box and hands out a healthy new one.
+        async with pool.sandbox() as sb2:
+            assert sb2.id != dead and (await sb2.health())["ok"]
+    assert all(b["id"] != dead for b in docker_backend.list_boxes())
+
+
+async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
+    from sandbox.backends.local import kill_session
+
+    sb = await local_backend.start(SandboxSpec(backend="local"))
+    try:
+        await sb.reset("miniwob/click-test", 0)
+        kill_session(local_backend.procs[sb.id].pid)
+        with pytest.raises(SandboxDied):
+            await asyncio.wait_for(sb.screenshot(), 10)
+    finally:
+        await sb.close()
+
+
+def _spawn_owner(backend: str, run_id: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("owner_process.py")), backend, run_id],
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    line = proc.stdout.readline() if proc.stdout else ""
+    assert line.startswith("READY "), f"owner did not start: {line!r}"
+    return proc, line.split()[1]
+
+
+@pytest.mark.parametrize("backend_name", ["docker", "local"])
+async def test_sigkilled_owner_boxes_are_reaped_by_the_next_pool(backend_name, docker_backend, local_backend):
+    from sandbox.backends import make_backend
+
+    run_id = f"pytest-orphan-{backend_name}-{os.getpid()}"
+    proc, box_id = await asyncio.to_thread(_spawn_owner, backend_name, run_id)
+    probe = make_backend(backend_name, run_id="pytest-probe")
+    assert [b["id"] for b in probe.list_boxes(run_id=run_id)] == [box_id]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if backend_name == "docker":  # nothing cleaned up after the owner: the box is an orphan now
+        assert [b["id"] for b in probe.list_boxes(run_id=run_id)] == [box_id]
+    pool = SandboxPool(make_backend(backend_name, run_id="pytest-reaper"), install_handlers=False)
+    await pool.start()
+    await pool.close()
+    assert probe.list_boxes(run_id=run_id) == []
+
+
+async def test_sigterm_removes_the_owners_own_boxes(docker_backend):
+    run_id = f"pytest-term-{os.getpid()}"
+    proc, box_id = await asyncio.to_thread(_spawn_owner, "docker", run_id)
+    assert [b["id"] for b in docker_backend.list_boxes(run_id=run_id)] == [box_id]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM
+    assert docker_backend.list_boxes(run_id=run_id) == []

@@ -1,0 +1,229 @@
+"""Fast checks without containers: action validation, task specs, the pool's bookkeeping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox.base import Backend, Sandbox, SandboxSpec
+from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
+from sandbox.oracle import supported_tasks
+from sandbox.pool import SandboxPool
+from sandbox.server.actions import ActionError, parse_action
+from sandbox.tasks import TaskSpecError, load_tasks, parse_task
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- actions ---------------------------------------------------------------------------------------
+def test_click_translates_to_one_xdotool_chain_without_sleeps():
+    act = parse_action({"type": "click", "x": 10.4, "y": 20}, 1280, 800)
+    assert act.xdotool == ["mousemove", "10", "20", "click", "--repeat", "1", "--delay", "0", "1"]
+    assert act.pointer == (10, 20)
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    ([], "JSON object"),
+    ({"type": "teleport"}, "'type' must be one of"),
+    ({"type": "click", "y": 3}, "'x' is required"),
+    ({"type": "click", "x": "5", "y": 3}, "'x' must be a number"),
+    ({"type": "click", "x": True, "y": 3}, "'x' must be a number"),
+    ({"type": "click", "x": 1280, "y": 3}, "outside"),
+    ({"type": "click", "x": math.nan, "y": 3}, "outside"),
+    ({"type": "click", "x": 1, "y": 3, "button": "fourth"}, "'button'"),
+    ({"type": "type", "text": ""}, "'text'"),
+    ({"type": "type", "text": "a" * 5000}, "longer than"),
+    ({"type": "key", "keys": "ctrl+$(reboot)"}, "invalid key name"),
+    ({"type": "key", "keys": []}, "'keys'"),
+    ({"type": "scroll", "x": 1, "y": 1}, "non-zero"),
+    ({"type": "wait", "seconds": 99}, "'seconds'"),
+])
+def test_malformed_actions_name_the_problem(payload, fragment):
+    with pytest.raises(ActionError, match=None) as err:
+        parse_action(payload, 1280, 800)
+    assert fragment in str(err.value)
+
+
+def test_key_aliases_and_text_starting_with_dash():
+    assert parse_action({"type": "key", "keys": "Ctrl+Enter"}, 10, 10).xdotool[-1] == "ctrl+Return"
+    assert parse_action({"type": "type", "text": "--help"}, 10, 10).xdotool[-2:] == ["--", "--help"]
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                           max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({"type": st.sampled_from(["click", "drag", "scroll", "type", "key", "wait", "move"])},
+                             optional={"x": json_values, "y": json_values, "to_x": json_values, "to_y": json_values,
+                                       "dx": json_values, "dy": json_values, "text": json_values,
+                                       "keys": json_values, "seconds": json_values, "button": json_values}))
+def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
+    try:
+        act = parse_action(payload, 1280, 800)
+    except ActionError:
+        return
+    if act.pointer is not None:
+        assert 0 <= act.pointer[0] < 1280 and 0 <= act.pointer[1] < 800
+    assert all(isinstance(a, str) for a in act.xdotool)
+
+
+# -- task specs ------------------------------------------------------------------------------------
+def test_shipped_task_files_are_valid_and_solvable():
+    miniwob = load_tasks(REPO / "tasks" / "miniwob.jsonl")
+    desktop = load_tasks(REPO / "tasks" / "desktop.jsonl")
+    oracle = set(supported_tasks())
+    assert len({t.task_id for t in miniwob}) >= 20
+    assert len({t.task_id for t in desktop}) >= 3
+    assert {t.task_id for t in miniwob + desktop} <= oracle
+    assert {t.split for t in miniwob} == {"train", "test"}
+
+
+GOOD = {"task_id": "miniwob/click-test", "instruction": None, "sandbox": {"backend": "docker",
+        "image": "cua-sandbox:latest", "resources": {"memory_mb": 1024, "cpus": 1, "pids": 256,
+        "screen": "1280x800"}}, "max_turns": 5, "seeds": [0, 10], "split": "train"}
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"task_id": "click-test"}, "task_id"),
+    ({"max_turns": 0}, "max_turns"),
+    ({"seeds": [5, 5]}, "seeds"),
+    ({"split": "dev"}, "split"),
+    ({"sandbox": {"backend": "vm"}}, "sandbox.backend"),
+    ({"sandbox": {"resources": {"memory_mb": 10}}}, "sandbox.resources.memory_mb"),
+    ({"sandbox": {"resources": {"screen": "big"}}}, "sandbox.resources.screen"),
+    ({"sandbox": {"resources": {"gpus": 1}}}, "sandbox.resources.gpus"),
+    ({"max_trun": 3}, "max_trun"),
+])
+def test_task_spec_errors_name_line_and_field(tmp_path, change, field):
+    bad = {**GOOD, **change}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n\n" + json.dumps(bad) + "\n")
+    with pytest.raises(TaskSpecError) as err:
+        load_tasks(path)
+    assert f"t.jsonl:3: field '{field}'" in str(err.value)
+
+
+def test_task_spec_roundtrip_and_json_errors(tmp_path):
+    spec = parse_task(GOOD)
+    assert parse_task(spec.to_dict()) == spec
+    assert spec.sandbox.screen == (1280, 800) and spec.sandbox.pids == 256
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{oops\n")
+    with pytest.raises(TaskSpecError, match="t.jsonl:2: not valid JSON"):
+        load_tasks(path)
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(TaskSpecError, match="t.jsonl:2: field 'task_id'.*line 1"):
+        load_tasks(path)
+
+
+# -- pool bookkeeping with a fake backend -------------------------------------------------------------
+class FakeClient:
+    def __init__(self, box: FakeBox) -> None:
+        self.box = box
+
+    async def health(self, timeout: float = 5.0) -> dict:
+        if not self.box.alive:
+            raise SandboxDied("gone")
+        return {"ok": True}
+
+    async def aclose(self) -> None:
+        pass
+
+
+class FakeBox:
+    def __init__(self) -> None:
+        self.alive = True
+
+
+class FakeBackend(Backend):
+    name = "fake"
+
+    def __init__(self, fail_first: int = 0, start_delay: float = 0.0) -> None:
+        super().__init__("fake-run")
+        self.boxes: dict[str, FakeBox] = {}
+        self.fail_first, self.start_delay, self.starts = fail_first, start_delay, 0
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        self.starts += 1
+        await asyncio.sleep(self.start_delay)
+        if self.starts <= self.fail_first:
+            raise SandboxStartError("boom")
+        box_id = f"box{self.starts}"
+        self.boxes[box_id] = FakeBox()
+        return Sandbox(id=box_id, backend=self, client=FakeClient(self.boxes[box_id]), spec=spec)  # type: ignore[arg-type]
+
+    async def stop(self, sb: Sandbox) -> None:
+        self.boxes.pop(sb.id, None)
+
+    def remove_sync(self, box_id: str) -> None:
+        self.boxes.pop(box_id, None)
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict]:
+        return [{"id": b, "labels": {}, "status": "running"} for b in self.boxes]
+
+
+def _pool(backend: FakeBackend, **kw) -> SandboxPool:
+    kw.setdefault("max_size", 2)
+    return SandboxPool(backend, reap_orphans=False, install_handlers=False, **kw)
+
+
+async def test_pool_bounds_concurrency_and_times_out():
+    backend = FakeBackend()
+    async with _pool(backend, warm=1) as pool:
+        a, b = await pool.acquire(), await pool.acquire()
+        with pytest.raises(SandboxTimeout):
+            await pool.acquire(timeout=0.2)
+        await pool.release(a)
+        c = await pool.acquire(timeout=1)
+        assert c is a and len(backend.boxes) == 2
+        await pool.release(b)
+        await pool.release(c)
+    assert backend.boxes == {}
+
+
+async def test_pool_retries_failed_starts_and_replaces_dead_boxes():
+    backend = FakeBackend(fail_first=2)
+    async with _pool(backend, start_retries=2) as pool:
+        sb = await pool.acquire()
+        assert pool.stats["start_failures"] == 2
+        await pool.release(sb)
+        backend.boxes[sb.id].alive = False
+        sb2 = await pool.acquire()
+        assert sb2.id != sb.id and pool.stats["replaced_unhealthy"] == 1
+        await pool.release(sb2)
+    assert backend.boxes == {}
+
+
+async def test_pool_gives_up_after_retries():
+    async with _pool(FakeBackend(fail_first=10), start_retries=1) as pool:
+        with pytest.raises(SandboxStartError):
+            await pool.acquire()
+        assert pool.size["total"] == 0
+
+
+async def test_cancelled_acquire_does_not_leak_the_box_it_was_starting():
+    backend = FakeBackend(start_delay=0.3)
+    async with _pool(backend, max_size=1) as pool:
+        with pytest.raises(SandboxTimeout):
+            await pool.acquire(timeout=0.05)
+        sb = await pool.acquire(timeout=2)  # the late box was adopted, not orphaned
+        assert backend.starts == 1
+        await pool.release(sb)
+    assert backend.boxes == {}
+
+
+async def test_broken_box_is_destroyed_on_release():
+    backend = FakeBackend()
+    async with _pool(backend) as pool:
+        with pytest.raises(SandboxDied):
+            async with pool.sandbox() as sb:
+                raise SandboxDied("box died mid-episode")
+        assert sb.id not in backend.boxes and pool.size == {"idle": 0, "busy": 0, "total": 0}
