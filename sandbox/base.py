@@ -30,9 +30,14 @@ def process_start_ticks(pid: int) -> int | None:
 
 def owner_labels(run_id: str) -> dict[str, str]:
     pid = os.getpid()
-    return {LABEL: "1", "cua.run_id": run_id, "cua.owner_pid": str(pid),
-            "cua.owner_start": str(process_start_ticks(pid) or 0), "cua.owner_host": socket.gethostname(),
-            "cua.created": f"{time.time():.0f}"}
+    return {
+        LABEL: "1",
+        "cua.run_id": run_id,
+        "cua.owner_pid": str(pid),
+        "cua.owner_start": str(process_start_ticks(pid) or 0),
+        "cua.owner_host": socket.gethostname(),
+        "cua.created": f"{time.time():.0f}",
+    }
 
 
 def owner_alive(labels: dict[str, str]) -> bool:
@@ -70,9 +75,14 @@ class SandboxSpec:
         if isinstance(screen, str):
             w, h = screen.lower().split("x")
             screen = (int(w), int(h))
-        return cls(backend=d.get("backend", cls.backend), image=d.get("image", cls.image),
-                   memory_mb=int(res.get("memory_mb", cls.memory_mb)), cpus=float(res.get("cpus", cls.cpus)),
-                   pids=int(res.get("pids", cls.pids)), screen=(int(screen[0]), int(screen[1])))
+        return cls(
+            backend=d.get("backend", cls.backend),
+            image=d.get("image", cls.image),
+            memory_mb=int(res.get("memory_mb", cls.memory_mb)),
+            cpus=float(res.get("cpus", cls.cpus)),
+            pids=int(res.get("pids", cls.pids)),
+            screen=(int(screen[0]), int(screen[1])),
+        )
 
 
 @dataclass
@@ -95,6 +105,12 @@ class Sandbox:
 
     async def act(self, action: dict[str, Any]) -> dict[str, Any]:
         return await self.client.act(action)
+
+    async def step(
+        self, action: dict[str, Any], max_width: int | None = None, max_height: int | None = None
+    ) -> tuple[dict[str, Any], bytes]:
+        """One agent turn on the hot path: the action, then the screenshot, in one round trip."""
+        return await self.client.step(action, max_width, max_height)
 
     async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
         self.episodes += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -10,8 +11,9 @@ from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError, Sandb
 
 
 class SandboxClient:
-    def __init__(self, token: str, socket_path: str | None = None, base_url: str | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, token: str, socket_path: str | None = None, base_url: str | None = None, timeout: float = 30.0
+    ) -> None:
         if socket_path:
             transport = httpx.AsyncHTTPTransport(uds=socket_path, retries=0)
             base_url = "http://sandbox"
@@ -20,11 +22,21 @@ class SandboxClient:
         else:
             raise ValueError("need socket_path or base_url")
         self.where = socket_path or base_url
-        self._http = httpx.AsyncClient(transport=transport, base_url=base_url, timeout=timeout,
-                                       headers={"Authorization": f"Bearer {token}"})
+        self._http = httpx.AsyncClient(
+            transport=transport,
+            base_url=base_url,
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {token}"},
+        )
 
-    async def _request(self, method: str, path: str, json: Any = None, params: dict | None = None,
-                       timeout: float | None = None) -> httpx.Response:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        params: dict | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
         kw: dict[str, Any] = {"params": params}
         if json is not None:
             kw["json"] = json
@@ -57,9 +69,18 @@ class SandboxClient:
     async def act(self, action: dict[str, Any]) -> dict[str, Any]:
         return (await self._request("POST", "/action", json=action)).json()
 
+    async def step(
+        self, action: dict[str, Any], max_width: int | None = None, max_height: int | None = None
+    ) -> tuple[dict[str, Any], bytes]:
+        """Action then screenshot in one round trip: (action result, PNG)."""
+        body = {"action": action, "max_width": max_width, "max_height": max_height}
+        resp = await self._request("POST", "/step", json=body)
+        return json.loads(resp.headers.get("X-Action-Result", "{}")), resp.content
+
     async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
-        return (await self._request("POST", "/task/reset", json={"task_id": task_id, "seed": seed},
-                                    timeout=90.0)).json()
+        return (
+            await self._request("POST", "/task/reset", json={"task_id": task_id, "seed": seed}, timeout=90.0)
+        ).json()
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
         return (await self._request("POST", "/task/evaluate", json={"wait_s": wait_s})).json()

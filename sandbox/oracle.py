@@ -65,8 +65,9 @@ class Ctx:
     async def refresh(self) -> None:
         self.state = await self.sb.oracle()
 
-    def find_all(self, tag: str | None = None, text: str | None = None, id: str | None = None,
-                 cls: str | None = None) -> list[dict[str, Any]]:
+    def find_all(
+        self, tag: str | None = None, text: str | None = None, id: str | None = None, cls: str | None = None
+    ) -> list[dict[str, Any]]:
         out = []
         for e in self.elements:
             if tag is not None and e["tag"] != tag:
@@ -228,8 +229,13 @@ async def _click_tab_2(c: Ctx) -> None:
 
 @miniwob("click-widget")
 async def _click_widget(c: Ctx) -> None:
-    tags = {"radio": "INPUT_radio", "checkbox": "INPUT_checkbox", "text": "INPUT_text",
-            "textarea": "TEXTAREA", "button": "BUTTON"}
+    tags = {
+        "radio": "INPUT_radio",
+        "checkbox": "INPUT_checkbox",
+        "text": "INPUT_text",
+        "textarea": "TEXTAREA",
+        "button": "BUTTON",
+    }
     await c.click(c.find(tag=tags[c.fields["target"]]))
 
 
@@ -304,8 +310,12 @@ async def _read_table(c: Ctx) -> None:
 async def _multi_orderings(c: Ctx) -> None:
     inputs = c.find_all(tag="INPUT_text")
     for key, value in c.fields.items():
-        label = _first(e for e in c.elements if (e.get("text") or "").strip().lower() == key.lower()
-                       and e["tag"] in ("TH", "LABEL", "t", "SPAN", "DIV", "TD"))
+        label = _first(
+            e
+            for e in c.elements
+            if (e.get("text") or "").strip().lower() == key.lower()
+            and e["tag"] in ("TH", "LABEL", "t", "SPAN", "DIV", "TD")
+        )
         row = min(inputs, key=lambda i, lab=label: abs(i["y"] - lab["y"]) + abs(i["x"] - lab["x"]) / 10)
         await c.fill(row, value)
     await c.click(_first(e for e in c.elements if (e.get("text") or "").strip() == "Submit"))
@@ -324,16 +334,32 @@ async def _copy_paste(c: Ctx) -> None:
 @miniwob("text-transform")
 async def _text_transform(c: Ctx) -> None:
     cap = c.find(id="captcha")
-    letters = [e["text"] for e in c.elements if e["tag"] == "SPAN" and e["depth"] == cap["depth"] + 1
-               and cap["x"] - 30 <= e["x"] <= cap["x"] + cap["w"]]
+    letters = [
+        e["text"]
+        for e in c.elements
+        if e["tag"] == "SPAN"
+        and e["depth"] == cap["depth"] + 1
+        and cap["x"] - 30 <= e["x"] <= cap["x"] + cap["w"]
+    ]
     await c.fill(c.find(tag="INPUT_text"), "".join(letters))
     await c.submit()
 
 
-COLORS = {"red": (255, 0, 0), "blue": (0, 0, 255), "olive": (128, 128, 0), "lime": (0, 255, 0),
-          "black": (0, 0, 0), "white": (255, 255, 255), "grey": (128, 128, 128), "purple": (128, 0, 128),
-          "orange": (255, 165, 0), "yellow": (255, 255, 0), "cyan": (0, 255, 255), "pink": (255, 192, 203),
-          "magenta": (255, 0, 255)}
+COLORS = {
+    "red": (255, 0, 0),
+    "blue": (0, 0, 255),
+    "olive": (128, 128, 0),
+    "lime": (0, 255, 0),
+    "black": (0, 0, 0),
+    "white": (255, 255, 255),
+    "grey": (128, 128, 128),
+    "purple": (128, 0, 128),
+    "orange": (255, 165, 0),
+    "yellow": (255, 255, 0),
+    "cyan": (0, 255, 255),
+    "pink": (255, 192, 203),
+    "magenta": (255, 0, 255),
+}
 
 
 @miniwob("click-color")
@@ -415,8 +441,9 @@ async def solve(sb: Sandbox) -> Ctx:
     return ctx
 
 
-async def random_actions(sb: Sandbox, n: int, rng: random.Random, width: int = 1280,
-                         height: int = 800) -> None:
+async def random_actions(
+    sb: Sandbox, n: int, rng: random.Random, width: int = 1280, height: int = 800
+) -> None:
     """A random policy over the public action space (clicks, typing, keys, scrolls)."""
     for _ in range(n):
         kind = rng.choice(["click", "click", "double_click", "type", "key", "scroll"])
@@ -424,7 +451,10 @@ async def random_actions(sb: Sandbox, n: int, rng: random.Random, width: int = 1
         if kind in ("click", "double_click"):
             act: dict[str, Any] = {"type": kind, "x": x, "y": y}
         elif kind == "type":
-            act = {"type": "type", "text": "".join(rng.choice("abcxyz 123") for _ in range(rng.randint(1, 8)))}
+            act = {
+                "type": "type",
+                "text": "".join(rng.choice("abcxyz 123") for _ in range(rng.randint(1, 8))),
+            }
         elif kind == "key":
             act = {"type": "key", "keys": rng.choice(["Return", "Tab", "BackSpace", "ctrl+a", "Escape"])}
         else:

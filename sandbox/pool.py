@@ -64,10 +64,21 @@ def _install_hooks() -> None:
 
 
 class SandboxPool:
-    def __init__(self, backend: Backend, spec: SandboxSpec | None = None, *, max_size: int = 4,
-                 warm: int = 0, warmup_task: str | None = None, start_retries: int = 2,
-                 acquire_timeout: float = 300.0, health_timeout: float = 5.0, recycle_after: int = 500,
-                 reap_orphans: bool = True, install_handlers: bool = True) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        spec: SandboxSpec | None = None,
+        *,
+        max_size: int = 4,
+        warm: int = 0,
+        warmup_task: str | None = None,
+        start_retries: int = 2,
+        acquire_timeout: float = 300.0,
+        health_timeout: float = 5.0,
+        recycle_after: int = 500,
+        reap_orphans: bool = True,
+        install_handlers: bool = True,
+    ) -> None:
         if max_size < 1 or not 0 <= warm <= max_size:
             raise ValueError("need max_size >= 1 and 0 <= warm <= max_size")
         self.backend, self.spec = backend, spec or SandboxSpec(backend=backend.name)
@@ -178,8 +189,10 @@ class SandboxPool:
             async with asyncio.timeout(timeout if timeout is not None else self.acquire_timeout):
                 return await self._acquire()
         except TimeoutError:
-            raise SandboxTimeout(f"no sandbox within {timeout or self.acquire_timeout:.0f} s "
-                                 f"({len(self._busy)} busy of max {self.max_size})") from None
+            raise SandboxTimeout(
+                f"no sandbox within {timeout or self.acquire_timeout:.0f} s "
+                f"({len(self._busy)} busy of max {self.max_size})"
+            ) from None
 
     async def _acquire(self) -> Sandbox:
         while True:

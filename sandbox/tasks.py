@@ -47,12 +47,24 @@ class TaskSpec:
 
     def to_dict(self) -> dict[str, Any]:
         s = self.sandbox
-        return {"task_id": self.task_id, "instruction": self.instruction,
-                "sandbox": {"backend": s.backend, "image": s.image,
-                            "resources": {"memory_mb": s.memory_mb, "cpus": s.cpus, "pids": s.pids,
-                                          "screen": f"{s.screen[0]}x{s.screen[1]}"}},
-                "max_turns": self.max_turns, "seeds": list(self.seeds), "split": self.split,
-                "tags": list(self.tags)}
+        return {
+            "task_id": self.task_id,
+            "instruction": self.instruction,
+            "sandbox": {
+                "backend": s.backend,
+                "image": s.image,
+                "resources": {
+                    "memory_mb": s.memory_mb,
+                    "cpus": s.cpus,
+                    "pids": s.pids,
+                    "screen": f"{s.screen[0]}x{s.screen[1]}",
+                },
+            },
+            "max_turns": self.max_turns,
+            "seeds": list(self.seeds),
+            "split": self.split,
+            "tags": list(self.tags),
+        }
 
 
 def _check(cond: bool, where: str, fieldname: str, msg: str) -> None:
@@ -68,49 +80,101 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
     if not isinstance(obj, dict):
         raise TaskSpecError(f"{where}: a task must be a JSON object, got {type(obj).__name__}")
     unknown = set(obj) - TOP_FIELDS
-    _check(not unknown, where, sorted(unknown)[0] if unknown else "", f"unknown field (known: {sorted(TOP_FIELDS)})")
+    _check(
+        not unknown,
+        where,
+        sorted(unknown)[0] if unknown else "",
+        f"unknown field (known: {sorted(TOP_FIELDS)})",
+    )
     for req in ("task_id", "sandbox", "max_turns", "seeds", "split"):
         _check(req in obj, where, req, "is required")
     tid = obj["task_id"]
-    _check(isinstance(tid, str) and bool(_TASK_ID.match(tid)), where, "task_id",
-           f"must look like 'miniwob/<name>' or 'desktop/<name>', got {tid!r}")
+    _check(
+        isinstance(tid, str) and bool(_TASK_ID.match(tid)),
+        where,
+        "task_id",
+        f"must look like 'miniwob/<name>' or 'desktop/<name>', got {tid!r}",
+    )
     instr = obj.get("instruction")
-    _check(instr is None or (isinstance(instr, str) and instr.strip() != ""), where, "instruction",
-           "must be null (set by the box at reset) or a non-empty string")
+    _check(
+        instr is None or (isinstance(instr, str) and instr.strip() != ""),
+        where,
+        "instruction",
+        "must be null (set by the box at reset) or a non-empty string",
+    )
     sb = obj["sandbox"]
     _check(isinstance(sb, dict), where, "sandbox", "must be an object")
     unknown = set(sb) - SANDBOX_FIELDS
     _check(not unknown, where, f"sandbox.{sorted(unknown)[0] if unknown else ''}", "unknown field")
     _check(sb.get("backend", "docker") in BACKENDS, where, "sandbox.backend", f"must be one of {BACKENDS}")
-    _check(isinstance(sb.get("image", "x"), str) and sb.get("image", "x") != "", where, "sandbox.image",
-           "must be a non-empty string")
+    _check(
+        isinstance(sb.get("image", "x"), str) and sb.get("image", "x") != "",
+        where,
+        "sandbox.image",
+        "must be a non-empty string",
+    )
     res = sb.get("resources", {})
     _check(isinstance(res, dict), where, "sandbox.resources", "must be an object")
     unknown = set(res) - RESOURCE_FIELDS
     _check(not unknown, where, f"sandbox.resources.{sorted(unknown)[0] if unknown else ''}", "unknown field")
     for key in ("memory_mb", "pids"):
         if key in res:
-            _check(_pos_int(res[key]), where, f"sandbox.resources.{key}", f"must be a positive integer, got {res[key]!r}")
+            _check(
+                _pos_int(res[key]),
+                where,
+                f"sandbox.resources.{key}",
+                f"must be a positive integer, got {res[key]!r}",
+            )
     if "memory_mb" in res:
         _check(res["memory_mb"] >= 256, where, "sandbox.resources.memory_mb", "must be >= 256 (chromium)")
     if "cpus" in res:
         c = res["cpus"]
-        _check(isinstance(c, int | float) and not isinstance(c, bool) and 0 < c <= 64, where,
-               "sandbox.resources.cpus", f"must be a number in (0, 64], got {c!r}")
+        _check(
+            isinstance(c, int | float) and not isinstance(c, bool) and 0 < c <= 64,
+            where,
+            "sandbox.resources.cpus",
+            f"must be a number in (0, 64], got {c!r}",
+        )
     if "screen" in res:
-        _check(isinstance(res["screen"], str) and bool(re.match(r"^\d{3,4}x\d{3,4}$", res["screen"])), where,
-               "sandbox.resources.screen", f"must look like '1280x800', got {res['screen']!r}")
-    _check(_pos_int(obj["max_turns"]), where, "max_turns", f"must be a positive integer, got {obj['max_turns']!r}")
+        _check(
+            isinstance(res["screen"], str) and bool(re.match(r"^\d{3,4}x\d{3,4}$", res["screen"])),
+            where,
+            "sandbox.resources.screen",
+            f"must look like '1280x800', got {res['screen']!r}",
+        )
+    _check(
+        _pos_int(obj["max_turns"]),
+        where,
+        "max_turns",
+        f"must be a positive integer, got {obj['max_turns']!r}",
+    )
     seeds = obj["seeds"]
-    _check(isinstance(seeds, list) and len(seeds) == 2 and all(isinstance(s, int) and not isinstance(s, bool)
-           for s in seeds) and 0 <= seeds[0] < seeds[1] < 2**31, where, "seeds",
-           f"must be [lo, hi) with 0 <= lo < hi < 2^31, got {seeds!r}")
+    _check(
+        isinstance(seeds, list)
+        and len(seeds) == 2
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+        and 0 <= seeds[0] < seeds[1] < 2**31,
+        where,
+        "seeds",
+        f"must be [lo, hi) with 0 <= lo < hi < 2^31, got {seeds!r}",
+    )
     _check(obj["split"] in SPLITS, where, "split", f"must be one of {SPLITS}, got {obj['split']!r}")
     tags = obj.get("tags", [])
-    _check(isinstance(tags, list) and all(isinstance(t, str) for t in tags), where, "tags",
-           "must be a list of strings")
-    return TaskSpec(task_id=tid, sandbox=SandboxSpec.from_dict(sb), max_turns=obj["max_turns"],
-                    seeds=(seeds[0], seeds[1]), split=obj["split"], instruction=instr, tags=tuple(tags))
+    _check(
+        isinstance(tags, list) and all(isinstance(t, str) for t in tags),
+        where,
+        "tags",
+        "must be a list of strings",
+    )
+    return TaskSpec(
+        task_id=tid,
+        sandbox=SandboxSpec.from_dict(sb),
+        max_turns=obj["max_turns"],
+        seeds=(seeds[0], seeds[1]),
+        split=obj["split"],
+        instruction=instr,
+        tags=tuple(tags),
+    )
 
 
 def iter_tasks(path: str | Path) -> Iterator[TaskSpec]:
@@ -128,8 +192,9 @@ def iter_tasks(path: str | Path) -> Iterator[TaskSpec]:
             spec = parse_task(obj, where)
             key = (spec.task_id, spec.split)
             if key in seen:
-                raise TaskSpecError(f"{where}: field 'task_id': {spec.task_id} ({spec.split}) already on line "
-                                    f"{seen[key]}")
+                raise TaskSpecError(
+                    f"{where}: field 'task_id': {spec.task_id} ({spec.split}) already on line {seen[key]}"
+                )
             seen[key] = lineno
             yield spec
 

@@ -40,8 +40,13 @@ def default_docker_host() -> str:
 class DockerBackend(Backend):
     name = "docker"
 
-    def __init__(self, run_id: str | None = None, docker_host: str | None = None,
-                 start_timeout: float = 60.0, run_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str | None = None,
+        docker_host: str | None = None,
+        start_timeout: float = 60.0,
+        run_dir: Path | None = None,
+    ) -> None:
         super().__init__(run_id)
         import docker  # the host-side dependency, only needed for this backend
 
@@ -59,11 +64,23 @@ class DockerBackend(Backend):
         token = new_token()
         mem = f"{spec.memory_mb}m"
         container = self.docker.containers.run(
-            spec.image, detach=True, name=name, labels={**owner_labels(self.run_id), "cua.backend": "docker"},
-            init=True, network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            mem_limit=mem, memswap_limit=mem, nano_cpus=int(spec.cpus * 1e9), pids_limit=spec.pids,
-            environment={"CUA_SANDBOX_TOKEN": token, "CUA_SCREEN_WIDTH": str(spec.screen[0]),
-                         "CUA_SCREEN_HEIGHT": str(spec.screen[1])},
+            spec.image,
+            detach=True,
+            name=name,
+            labels={**owner_labels(self.run_id), "cua.backend": "docker"},
+            init=True,
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=mem,
+            memswap_limit=mem,
+            nano_cpus=int(spec.cpus * 1e9),
+            pids_limit=spec.pids,
+            environment={
+                "CUA_SANDBOX_TOKEN": token,
+                "CUA_SCREEN_WIDTH": str(spec.screen[0]),
+                "CUA_SCREEN_HEIGHT": str(spec.screen[1]),
+            },
             volumes={str(sock_dir): {"bind": "/run/cua", "mode": "rw"}},
         )
         ready = sock_dir / "ready.json"

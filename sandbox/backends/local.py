@@ -42,8 +42,10 @@ def host_python() -> str:
 
         return sys.executable
     except ImportError:
-        raise SandboxStartError("no interpreter for the local sandbox server: run scripts/setup_sandbox.sh "
-                                "or set CUA_SANDBOX_PYTHON") from None
+        raise SandboxStartError(
+            "no interpreter for the local sandbox server: run scripts/setup_sandbox.sh "
+            "or set CUA_SANDBOX_PYTHON"
+        ) from None
 
 
 def _session_pids(sid: int) -> list[int]:
@@ -60,7 +62,7 @@ def _session_pids(sid: int) -> list[int]:
 
 
 def kill_session(sid: int, grace: float = 3.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in (signal.SIGKILL,) if grace <= 0 else (signal.SIGTERM, signal.SIGKILL):
         pids = _session_pids(sid)
         if not pids:
             return
@@ -75,8 +77,9 @@ def kill_session(sid: int, grace: float = 3.0) -> None:
 class LocalBackend(Backend):
     name = "local"
 
-    def __init__(self, run_id: str | None = None, start_timeout: float = 60.0,
-                 state_dir: Path | None = None) -> None:
+    def __init__(
+        self, run_id: str | None = None, start_timeout: float = 60.0, state_dir: Path | None = None
+    ) -> None:
         super().__init__(run_id)
         self.start_timeout = start_timeout
         self.state_dir = state_dir or cua_home() / "sandbox" / "local"
@@ -88,19 +91,42 @@ class LocalBackend(Backend):
         (box / "home").mkdir(parents=True)
         token = new_token()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPLAY", "CUA_SANDBOX_"))}
-        env.update(CUA_SANDBOX_TOKEN=token, CUA_TASK_HOME=str(box / "home"),
-                   PYTHONPATH=str(Path(sandbox.__file__).resolve().parent.parent), PYTHONUNBUFFERED="1")
+        env.update(
+            CUA_SANDBOX_TOKEN=token,
+            CUA_TASK_HOME=str(box / "home"),
+            PYTHONPATH=str(Path(sandbox.__file__).resolve().parent.parent),
+            PYTHONUNBUFFERED="1",
+        )
         sock, ready = box / "control.sock", box / "ready.json"
         log = open(box / "server.log", "wb")  # noqa: SIM115 - owned by the child
         proc = subprocess.Popen(
-            [host_python(), "-m", "sandbox.server", "--socket", str(sock), "--ready-file", str(ready),
-             "--owner-pid", str(os.getpid()), "--width", str(spec.screen[0]), "--height", str(spec.screen[1])],
-            env=env, cwd=box / "home", stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [
+                host_python(),
+                "-m",
+                "sandbox.server",
+                "--socket",
+                str(sock),
+                "--ready-file",
+                str(ready),
+                "--owner-pid",
+                str(os.getpid()),
+                "--width",
+                str(spec.screen[0]),
+                "--height",
+                str(spec.screen[1]),
+            ],
+            env=env,
+            cwd=box / "home",
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
         self.procs[name] = proc
-        (box / "meta.json").write_text(json.dumps({"labels": {**owner_labels(self.run_id),
-                                                               "cua.backend": "local"}, "sid": proc.pid}))
+        (box / "meta.json").write_text(
+            json.dumps({"labels": {**owner_labels(self.run_id), "cua.backend": "local"}, "sid": proc.pid})
+        )
         deadline = time.monotonic() + self.start_timeout
         while not ready.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -112,8 +138,13 @@ class LocalBackend(Backend):
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         name, sock, token = await asyncio.to_thread(self._start_sync, spec)
-        sb = Sandbox(id=name, backend=self, client=SandboxClient(token, socket_path=sock), spec=spec,
-                     meta={"socket": sock})
+        sb = Sandbox(
+            id=name,
+            backend=self,
+            client=SandboxClient(token, socket_path=sock),
+            spec=spec,
+            meta={"socket": sock},
+        )
         try:
             await sb.health(timeout=10)
         except Exception:

@@ -23,11 +23,32 @@ MAX_SCROLL = 50
 
 # Friendly names for X keysyms; anything else must already be a keysym-like token.
 KEY_ALIASES = {
-    "enter": "Return", "return": "Return", "esc": "Escape", "escape": "Escape", "tab": "Tab",
-    "backspace": "BackSpace", "delete": "Delete", "del": "Delete", "space": "space", "up": "Up",
-    "down": "Down", "left": "Left", "right": "Right", "home": "Home", "end": "End", "pageup": "Prior",
-    "pagedown": "Next", "insert": "Insert", "ctrl": "ctrl", "control": "ctrl", "alt": "alt",
-    "shift": "shift", "super": "super", "win": "super", "cmd": "super", "meta": "super",
+    "enter": "Return",
+    "return": "Return",
+    "esc": "Escape",
+    "escape": "Escape",
+    "tab": "Tab",
+    "backspace": "BackSpace",
+    "delete": "Delete",
+    "del": "Delete",
+    "space": "space",
+    "up": "Up",
+    "down": "Down",
+    "left": "Left",
+    "right": "Right",
+    "home": "Home",
+    "end": "End",
+    "pageup": "Prior",
+    "pagedown": "Next",
+    "insert": "Insert",
+    "ctrl": "ctrl",
+    "control": "ctrl",
+    "alt": "alt",
+    "shift": "shift",
+    "super": "super",
+    "win": "super",
+    "cmd": "super",
+    "meta": "super",
 }
 _KEY_TOKEN = re.compile(r"^(?:[A-Za-z0-9]|[A-Za-z][A-Za-z0-9_]{1,30})$")
 
@@ -96,8 +117,11 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
             raise ActionError(f"'button' must be one of {', '.join(BUTTONS)}; got {button!r}")
         repeat = "2" if kind == "double_click" else "1"
         # --delay 0: xdotool's default sleeps 100 ms after each click.
-        return Action(kind, [*move, "click", "--repeat", repeat, "--delay", "60" if repeat == "2" else "0",
-                             BUTTONS[button]], (x, y))
+        return Action(
+            kind,
+            [*move, "click", "--repeat", repeat, "--delay", "60" if repeat == "2" else "0", BUTTONS[button]],
+            (x, y),
+        )
     if kind == "drag":
         x, y = xy()
         tx, ty = xy("to_x", "to_y")

@@ -4,6 +4,8 @@ Routes (all need `Authorization: Bearer <token>`):
   GET  /health                      liveness and screen geometry
   GET  /screenshot?max_width=&max_height=   PNG of the screen, optionally downscaled
   POST /action        {"type": ..., ...}    one typed OS-level action (see actions.py)
+  POST /step          {"action": {...}, "max_width": ..}  action then screenshot in one round trip:
+                      PNG body, the action's result JSON in the X-Action-Result header
   POST /task/reset    {"task_id": "miniwob/click-test", "seed": 3} -> {"instruction": ...}
   POST /task/evaluate {"wait_s": 0.5}       reward from the task's own verifier
   GET  /task/oracle                          privileged task state (scripted oracles, debugging)
@@ -64,9 +66,14 @@ class Controller:
 
     def health(self) -> dict[str, Any]:
         xvfb_ok = all(p.poll() is None for p in self.display.procs[:1])
-        return {"ok": xvfb_ok, "display": self.display.name, "screen": [self.display.width,
-                self.display.height], "task_id": self.task_id, "uptime_s": round(time.time() - self.started, 1),
-                "pid": os.getpid()}
+        return {
+            "ok": xvfb_ok,
+            "display": self.display.name,
+            "screen": [self.display.width, self.display.height],
+            "task_id": self.task_id,
+            "uptime_s": round(time.time() - self.started, 1),
+            "pid": os.getpid(),
+        }
 
     def screenshot(self, query: dict[str, list[str]]) -> bytes:
         def dim(name: str) -> int | None:
@@ -87,7 +94,11 @@ class Controller:
     def action(self, body: Any) -> dict[str, Any]:
         act = parse_action(body, self.display.width, self.display.height)
         wait_change = body.get("wait_change_s", 0)
-        if isinstance(wait_change, bool) or not isinstance(wait_change, int | float) or not 0 <= wait_change <= 5:
+        if (
+            isinstance(wait_change, bool)
+            or not isinstance(wait_change, int | float)
+            or not 0 <= wait_change <= 5
+        ):
             raise ActionError("'wait_change_s' must be a number in [0, 5]")
         t0 = time.monotonic()
         with self.lock:
@@ -101,6 +112,13 @@ class Controller:
                 result["changed"] = self.display.wait_for_change(before, float(wait_change))
         result["elapsed_ms"] = round((time.monotonic() - t0) * 1000, 1)
         return result
+
+    def step(self, body: Any) -> tuple[dict[str, Any], bytes]:
+        if not isinstance(body, dict) or not isinstance(body.get("action"), dict):
+            raise ActionError("step body must be {'action': {...}, 'max_width'?: int, 'max_height'?: int}")
+        result = self.action(body["action"])
+        query = {k: [str(body[k])] for k in ("max_width", "max_height") if body.get(k) is not None}
+        return result, self.screenshot(query)
 
     def reset(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
@@ -153,9 +171,17 @@ def make_handler(ctl: Controller, token: str) -> type[BaseHTTPRequestHandler]:
             if os.environ.get("CUA_SANDBOX_LOG"):
                 super().log_message(format, *args)
 
-        def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            ctype: str = "application/json",
+            headers: dict[str, str] | None = None,
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -194,13 +220,17 @@ def make_handler(ctl: Controller, token: str) -> type[BaseHTTPRequestHandler]:
                     ("POST", "/task/evaluate"): lambda: ctl.evaluate(body),
                     ("GET", "/task/oracle"): lambda: ctl.oracle(),
                 }
+                if (method, url.path) == ("POST", "/step"):
+                    result, png = ctl.step(body)
+                    self._send(200, png, "image/png", {"X-Action-Result": json.dumps(result)})
+                    return
                 if (method, url.path) == ("GET", "/screenshot"):
                     png = ctl.screenshot(parse_qs(url.query))
                     self._send(200, png, "image/png")
                     return
                 fn = routes.get((method, url.path))
                 if fn is None:
-                    known = {p for _, p in routes} | {"/screenshot"}
+                    known = {p for _, p in routes} | {"/screenshot", "/step"}
                     raise HTTPError(405 if url.path in known else 404, f"no route {method} {url.path}")
                 self._json(200, fn())
             except HTTPError as exc:

@@ -23,8 +23,9 @@ class Display:
     Input goes through xdotool so the same action space works for every application on the desktop.
     """
 
-    def __init__(self, width: int = 1280, height: int = 800, display: str | None = None,
-                 window_manager: bool = True) -> None:
+    def __init__(
+        self, width: int = 1280, height: int = 800, display: str | None = None, window_manager: bool = True
+    ) -> None:
         self.width, self.height = width, height
         self.procs: list[subprocess.Popen] = []
         self.name = display or self._start_xvfb()
@@ -38,9 +39,24 @@ class Display:
         # sandboxes sharing a host (local backend) and no fixed sleeps.
         r, w = os.pipe()
         proc = subprocess.Popen(
-            ["Xvfb", "-displayfd", str(w), "-screen", "0", f"{self.width}x{self.height}x24",
-             "-nolisten", "tcp", "-noreset", "+extension", "XTEST"],
-            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=False)
+            [
+                "Xvfb",
+                "-displayfd",
+                str(w),
+                "-screen",
+                "0",
+                f"{self.width}x{self.height}x24",
+                "-nolisten",
+                "tcp",
+                "-noreset",
+                "+extension",
+                "XTEST",
+            ],
+            pass_fds=(w,),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=False,
+        )
         os.close(w)
         self.procs.append(proc)
         buf = b""
@@ -62,9 +78,14 @@ class Display:
         if wm is None:
             return  # no WM installed: X's default focus (pointer root) still delivers input
         # No title bars: application windows fill the screen, as on a kiosk desktop.
-        self.procs.append(subprocess.Popen([wm, "-use_titlebar", "no", "-use_cursor", "yes"],
-                                           env=self.env(), stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL))
+        self.procs.append(
+            subprocess.Popen(
+                [wm, "-use_titlebar", "no", "-use_cursor", "yes"],
+                env=self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "DISPLAY": self.name}
@@ -83,8 +104,14 @@ class Display:
     # -- input -------------------------------------------------------------------------------------
     def xdotool(self, *args: str, timeout: float = 30.0) -> str:
         try:
-            out = subprocess.run(["xdotool", *args], env=self.env(), capture_output=True, text=True,
-                                 timeout=timeout, check=False)
+            out = subprocess.run(
+                ["xdotool", *args],
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
             raise DisplayError(f"xdotool {args[0]} timed out") from exc
         if out.returncode != 0 or "Invalid" in out.stderr or "No such key" in out.stderr:
@@ -153,8 +180,9 @@ class Display:
         mw, mh = max_width or img.width, max_height or img.height
         scale = min(mw / img.width, mh / img.height, 1.0)
         if scale < 1.0:
-            img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))),
-                             Image.BILINEAR)
+            img = img.resize(
+                (max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.BILINEAR
+            )
         buf = io.BytesIO()
         img.save(buf, format="PNG", compress_level=1)
         return buf.getvalue()

@@ -23,11 +23,21 @@ from sandbox.tasks import load_tasks
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 REPO = Path(__file__).resolve().parents[2]
-ALL_TASKS = list(dict.fromkeys(t.task_id for f in ("miniwob.jsonl", "desktop.jsonl")
-                               for t in load_tasks(REPO / "tasks" / f)))
-RANDOM_SUBSET = ["miniwob/click-test-2", "miniwob/click-button", "miniwob/enter-text", "miniwob/login-user",
-                 "miniwob/click-checkboxes", "miniwob/simple-arithmetic", "desktop/editor-save",
-                 "desktop/terminal-file"]
+ALL_TASKS = list(
+    dict.fromkeys(
+        t.task_id for f in ("miniwob.jsonl", "desktop.jsonl") for t in load_tasks(REPO / "tasks" / f)
+    )
+)
+RANDOM_SUBSET = [
+    "miniwob/click-test-2",
+    "miniwob/click-button",
+    "miniwob/enter-text",
+    "miniwob/login-user",
+    "miniwob/click-checkboxes",
+    "miniwob/simple-arithmetic",
+    "desktop/editor-save",
+    "desktop/terminal-file",
+]
 
 
 async def run_all(pool: SandboxPool, task_ids: list[str], agent: str, seed: int) -> dict[str, float]:
@@ -104,6 +114,10 @@ async def test_malformed_payloads_get_4xx_and_the_server_keeps_serving(docker_po
             assert resp.status_code == status, (path, body and body[:60], resp.text)
             assert resp.json()["error"], resp.text
             assert (await sb.health())["ok"]
+        with pytest.raises(SandboxRequestError):
+            await sb.step({"type": "click", "x": 1})
+        result, png = await sb.step({"type": "move", "x": 3, "y": 4}, max_width=320)
+        assert result["pointer"] == [3, 4] and png.startswith(b"\x89PNG")
         with pytest.raises(SandboxRequestError) as err:
             await sb.act({"type": "drag", "x": 1, "y": 1})
         assert err.value.status == 400 and "to_x" in err.value.message
@@ -128,7 +142,7 @@ async def test_box_is_isolated_and_limited(docker_backend):
         labels = c.labels
         assert labels["cua.sandbox"] == "1" and labels["cua.owner_pid"] == str(os.getpid())
         assert {"cua.run_id", "cua.created", "cua.owner_start"} <= set(labels)
-        probe = r'''
+        probe = r"""
 import os, socket, time
 print("ifaces", sorted(os.listdir("/sys/class/net")))
 for host in [("1.1.1.1", 53), ("151.101.0.223", 443)]:
@@ -150,7 +164,7 @@ except OSError:
 print("forked", len(kids))
 for k in kids:
     os.kill(k, 9)
-'''
+"""
         out = c.exec_run(["/opt/cua/venv/bin/python", "-c", probe]).output.decode()
         assert "ifaces ['lo']" in out and "EGRESS" not in out and out.count("blocked 101") == 2, out
         assert "caps 0000000000000000 0000000000000000 nnp 1 uid 1000" in out, out
@@ -162,7 +176,8 @@ for k in kids:
     finally:
         await sb.close()
     assert docker_backend.list_boxes(run_id=docker_backend.run_id) == [] or all(
-        b["id"] != sb.id for b in docker_backend.list_boxes(run_id=docker_backend.run_id))
+        b["id"] != sb.id for b in docker_backend.list_boxes(run_id=docker_backend.run_id)
+    )
 
 
 async def test_box_killed_mid_episode_raises_typed_error_quickly(docker_backend):
@@ -190,7 +205,7 @@ async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
     sb = await local_backend.start(SandboxSpec(backend="local"))
     try:
         await sb.reset("miniwob/click-test", 0)
-        kill_session(local_backend.procs[sb.id].pid)
+        kill_session(local_backend.procs[sb.id].pid, grace=0)  # a crash, not a shutdown
         with pytest.raises(SandboxDied):
             await asyncio.wait_for(sb.screenshot(), 10)
     finally:
@@ -198,8 +213,12 @@ async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
 
 
 def _spawn_owner(backend: str, run_id: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("owner_process.py")), backend, run_id],
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("owner_process.py")), backend, run_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     line = proc.stdout.readline() if proc.stdout else ""
     assert line.startswith("READY "), f"owner did not start: {line!r}"
     return proc, line.split()[1]

@@ -28,22 +28,25 @@ def test_click_translates_to_one_xdotool_chain_without_sleeps():
     assert act.pointer == (10, 20)
 
 
-@pytest.mark.parametrize("payload, fragment", [
-    ([], "JSON object"),
-    ({"type": "teleport"}, "'type' must be one of"),
-    ({"type": "click", "y": 3}, "'x' is required"),
-    ({"type": "click", "x": "5", "y": 3}, "'x' must be a number"),
-    ({"type": "click", "x": True, "y": 3}, "'x' must be a number"),
-    ({"type": "click", "x": 1280, "y": 3}, "outside"),
-    ({"type": "click", "x": math.nan, "y": 3}, "outside"),
-    ({"type": "click", "x": 1, "y": 3, "button": "fourth"}, "'button'"),
-    ({"type": "type", "text": ""}, "'text'"),
-    ({"type": "type", "text": "a" * 5000}, "longer than"),
-    ({"type": "key", "keys": "ctrl+$(reboot)"}, "invalid key name"),
-    ({"type": "key", "keys": []}, "'keys'"),
-    ({"type": "scroll", "x": 1, "y": 1}, "non-zero"),
-    ({"type": "wait", "seconds": 99}, "'seconds'"),
-])
+@pytest.mark.parametrize(
+    "payload, fragment",
+    [
+        ([], "JSON object"),
+        ({"type": "teleport"}, "'type' must be one of"),
+        ({"type": "click", "y": 3}, "'x' is required"),
+        ({"type": "click", "x": "5", "y": 3}, "'x' must be a number"),
+        ({"type": "click", "x": True, "y": 3}, "'x' must be a number"),
+        ({"type": "click", "x": 1280, "y": 3}, "outside"),
+        ({"type": "click", "x": math.nan, "y": 3}, "outside"),
+        ({"type": "click", "x": 1, "y": 3, "button": "fourth"}, "'button'"),
+        ({"type": "type", "text": ""}, "'text'"),
+        ({"type": "type", "text": "a" * 5000}, "longer than"),
+        ({"type": "key", "keys": "ctrl+$(reboot)"}, "invalid key name"),
+        ({"type": "key", "keys": []}, "'keys'"),
+        ({"type": "scroll", "x": 1, "y": 1}, "non-zero"),
+        ({"type": "wait", "seconds": 99}, "'seconds'"),
+    ],
+)
 def test_malformed_actions_name_the_problem(payload, fragment):
     with pytest.raises(ActionError, match=None) as err:
         parse_action(payload, 1280, 800)
@@ -55,16 +58,31 @@ def test_key_aliases_and_text_starting_with_dash():
     assert parse_action({"type": "type", "text": "--help"}, 10, 10).xdotool[-2:] == ["--", "--help"]
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                           max_leaves=10)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.fixed_dictionaries({"type": st.sampled_from(["click", "drag", "scroll", "type", "key", "wait", "move"])},
-                             optional={"x": json_values, "y": json_values, "to_x": json_values, "to_y": json_values,
-                                       "dx": json_values, "dy": json_values, "text": json_values,
-                                       "keys": json_values, "seconds": json_values, "button": json_values}))
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["click", "drag", "scroll", "type", "key", "wait", "move"])},
+        optional={
+            "x": json_values,
+            "y": json_values,
+            "to_x": json_values,
+            "to_y": json_values,
+            "dx": json_values,
+            "dy": json_values,
+            "text": json_values,
+            "keys": json_values,
+            "seconds": json_values,
+            "button": json_values,
+        },
+    )
+)
 def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
     try:
         act = parse_action(payload, 1280, 800)
@@ -86,22 +104,34 @@ def test_shipped_task_files_are_valid_and_solvable():
     assert {t.split for t in miniwob} == {"train", "test"}
 
 
-GOOD = {"task_id": "miniwob/click-test", "instruction": None, "sandbox": {"backend": "docker",
-        "image": "cua-sandbox:latest", "resources": {"memory_mb": 1024, "cpus": 1, "pids": 256,
-        "screen": "1280x800"}}, "max_turns": 5, "seeds": [0, 10], "split": "train"}
+GOOD = {
+    "task_id": "miniwob/click-test",
+    "instruction": None,
+    "sandbox": {
+        "backend": "docker",
+        "image": "cua-sandbox:latest",
+        "resources": {"memory_mb": 1024, "cpus": 1, "pids": 256, "screen": "1280x800"},
+    },
+    "max_turns": 5,
+    "seeds": [0, 10],
+    "split": "train",
+}
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"task_id": "click-test"}, "task_id"),
-    ({"max_turns": 0}, "max_turns"),
-    ({"seeds": [5, 5]}, "seeds"),
-    ({"split": "dev"}, "split"),
-    ({"sandbox": {"backend": "vm"}}, "sandbox.backend"),
-    ({"sandbox": {"resources": {"memory_mb": 10}}}, "sandbox.resources.memory_mb"),
-    ({"sandbox": {"resources": {"screen": "big"}}}, "sandbox.resources.screen"),
-    ({"sandbox": {"resources": {"gpus": 1}}}, "sandbox.resources.gpus"),
-    ({"max_trun": 3}, "max_trun"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"task_id": "click-test"}, "task_id"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"seeds": [5, 5]}, "seeds"),
+        ({"split": "dev"}, "split"),
+        ({"sandbox": {"backend": "vm"}}, "sandbox.backend"),
+        ({"sandbox": {"resources": {"memory_mb": 10}}}, "sandbox.resources.memory_mb"),
+        ({"sandbox": {"resources": {"screen": "big"}}}, "sandbox.resources.screen"),
+        ({"sandbox": {"resources": {"gpus": 1}}}, "sandbox.resources.gpus"),
+        ({"max_trun": 3}, "max_trun"),
+    ],
+)
 def test_task_spec_errors_name_line_and_field(tmp_path, change, field):
     bad = {**GOOD, **change}
     path = tmp_path / "t.jsonl"
@@ -117,10 +147,10 @@ def test_task_spec_roundtrip_and_json_errors(tmp_path):
     assert spec.sandbox.screen == (1280, 800) and spec.sandbox.pids == 256
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(GOOD) + "\n{oops\n")
-    with pytest.raises(TaskSpecError, match="t.jsonl:2: not valid JSON"):
+    with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: not valid JSON"):
         load_tasks(path)
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
-    with pytest.raises(TaskSpecError, match="t.jsonl:2: field 'task_id'.*line 1"):
+    with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: field 'task_id'.*line 1"):
         load_tasks(path)
 
 

@@ -15,8 +15,28 @@ from typing import Any
 from sandbox.server.display import Display
 from sandbox.server.runtimes.base import Runtime, TaskError
 
-WORDS = ("apple", "river", "stone", "cloud", "maple", "ember", "delta", "lunar", "cedar", "orbit",
-         "pixel", "amber", "coral", "frost", "harbor", "island", "jungle", "lemon", "meadow", "nectar")
+WORDS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "maple",
+    "ember",
+    "delta",
+    "lunar",
+    "cedar",
+    "orbit",
+    "pixel",
+    "amber",
+    "coral",
+    "frost",
+    "harbor",
+    "island",
+    "jungle",
+    "lemon",
+    "meadow",
+    "nectar",
+)
 
 EDITOR = "l3afpad"
 TERMINAL = "xterm"
@@ -43,9 +63,14 @@ class DesktopRuntime(Runtime):
     def _launch(self, argv: list[str], wm_class: str, cwd: Path) -> None:
         if shutil.which(argv[0]) is None:
             raise RuntimeError(f"{argv[0]} is not installed in this sandbox")
-        proc = subprocess.Popen(argv, env={**self.display.env(), "HOME": str(task_home())}, cwd=cwd,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                process_group=0)  # own group (killed as one), same session as the box
+        proc = subprocess.Popen(
+            argv,
+            env={**self.display.env(), "HOME": str(task_home())},
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            process_group=0,
+        )  # own group (killed as one), same session as the box
         self.apps.append(proc)
         # Confirm the window is mapped instead of sleeping a fixed time.
         deadline = time.monotonic() + 20
@@ -81,8 +106,9 @@ class DesktopRuntime(Runtime):
             path = work / f"{rng.choice(WORDS)}.txt"
             path.write_text("")
             self._launch([EDITOR, str(path)], EDITOR, work)
-            instruction = (f'The text editor has the file {path} open. Type exactly "{text}" into it and '
-                           "save the file.")
+            instruction = (
+                f'The text editor has the file {path} open. Type exactly "{text}" into it and save the file.'
+            )
         elif name == "editor-save-as":
             path = work / f"{rng.choice(WORDS)}-{rng.randint(1, 9)}.txt"
             self._launch([EDITOR], EDITOR, work)
@@ -90,10 +116,13 @@ class DesktopRuntime(Runtime):
         else:
             path = work / rng.choice(WORDS) / f"{rng.choice(WORDS)}.txt"
             text = rng.choice(WORDS)
-            self._launch([TERMINAL, "-fa", "DejaVu Sans Mono", "-fs", "12", "-e", "bash", "--norc"],
-                         TERMINAL, work)
-            instruction = (f"Using the terminal, create the file {path} (and its directory) containing "
-                           f"the single word {text}.")
+            self._launch(
+                [TERMINAL, "-fa", "DejaVu Sans Mono", "-fs", "12", "-e", "bash", "--norc"], TERMINAL, work
+            )
+            instruction = (
+                f"Using the terminal, create the file {path} (and its directory) containing "
+                f"the single word {text}."
+            )
         self.task, self.spec = name, {"path": str(path), "text": text}
         return {"instruction": instruction}
 
@@ -108,9 +137,15 @@ class DesktopRuntime(Runtime):
             if ok or time.monotonic() >= deadline:
                 break
             time.sleep(0.05)
-        return {"reward": 1.0 if ok else 0.0, "done": ok,
-                "info": {"path": str(path), "exists": got is not None,
-                         "content": None if got is None else got[:200]}}
+        return {
+            "reward": 1.0 if ok else 0.0,
+            "done": ok,
+            "info": {
+                "path": str(path),
+                "exists": got is not None,
+                "content": None if got is None else got[:200],
+            },
+        }
 
     def oracle(self) -> dict[str, Any]:
         if self.task is None:
@@ -120,8 +155,12 @@ class DesktopRuntime(Runtime):
             titles = [self.display.xdotool("getwindowname", w).strip() for w in names]
         except Exception:
             titles = []
-        return {"task": f"desktop/{self.task}", **self.spec, "windows": titles,
-                "screen": [self.display.width, self.display.height]}
+        return {
+            "task": f"desktop/{self.task}",
+            **self.spec,
+            "windows": titles,
+            "screen": [self.display.width, self.display.height],
+        }
 
     def close(self) -> None:
         self._kill_apps()

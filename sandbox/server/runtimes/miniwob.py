@@ -20,11 +20,23 @@ from sandbox.server.runtimes.base import Runtime, TaskError
 
 # DESIGN §6: what chromium needs inside Xvfb without a GPU, a sandbox or a network.
 CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-    "--disable-extensions", "--disable-translate", "--disable-features=Translate,MediaRouter",
-    "--password-store=basic", "--force-device-scale-factor=1", "--kiosk", "--window-position=0,0",
-    "--disable-session-crashed-bubble", "--hide-scrollbars",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--disable-translate",
+    "--disable-features=Translate,MediaRouter",
+    "--password-store=basic",
+    "--force-device-scale-factor=1",
+    "--kiosk",
+    "--window-position=0,0",
+    "--disable-session-crashed-bubble",
+    "--hide-scrollbars",
 ]
 EPISODE_MAX_MS = 3_600_000  # MiniWoB's default 10 s timer would end episodes during slow policy turns
 
@@ -76,8 +88,10 @@ class MiniWoBRuntime(Runtime):
         # No "controlled by automated test software" bar: it would shift the page under the agent.
         opts.add_experimental_option("excludeSwitches", ["enable-automation"])
         opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-        service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver",
-                          env={**os.environ, "DISPLAY": self.display.name})
+        service = Service(
+            executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver",
+            env={**os.environ, "DISPLAY": self.display.name},
+        )
         self.driver = webdriver.Chrome(service=service, options=opts)
         self.driver.set_script_timeout(10)
         self.driver.set_page_load_timeout(20)
@@ -105,7 +119,8 @@ class MiniWoBRuntime(Runtime):
         d.get(path.as_uri())
         d.execute_script(
             f"core.EPISODE_MAX_TIME = {EPISODE_MAX_MS}; Math.seedrandom({seed!r});"
-            "core.setDataMode('default'); core.startEpisodeReal();")
+            "core.setDataMode('default'); core.startEpisodeReal();"
+        )
         deadline = time.monotonic() + 5
         while not d.execute_script("return WOB_TASK_READY;"):
             if time.monotonic() > deadline:
@@ -113,10 +128,8 @@ class MiniWoBRuntime(Runtime):
             time.sleep(0.02)
         # Keyboard focus on the browser window: a popup closed in the previous episode can leave X focus
         # elsewhere, and then clicks work while typed keys are lost.
-        try:
+        with contextlib.suppress(Exception):
             self.display.xdotool("search", "--onlyvisible", "--classname", "chromium", "windowfocus")
-        except Exception:
-            pass
         self.task = name
         return {"instruction": self._utterance()[0]}
 
@@ -141,15 +154,22 @@ class MiniWoBRuntime(Runtime):
         while True:
             meta = self.driver.execute_script(
                 "return {done: WOB_DONE_GLOBAL, env_reward: WOB_REWARD_GLOBAL,"
-                " raw_reward: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON};")
+                " raw_reward: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON};"
+            )
             if meta["done"] or time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
         raw = float(meta["raw_reward"] or 0.0)
         reward = max(0.0, raw) if meta["done"] else 0.0
-        return {"reward": reward, "done": bool(meta["done"]),
-                "info": {"raw_reward": raw, "env_reward": meta["env_reward"],
-                         "reason": None if meta["reason"] is None else str(meta["reason"])}}
+        return {
+            "reward": reward,
+            "done": bool(meta["done"]),
+            "info": {
+                "raw_reward": raw,
+                "env_reward": meta["env_reward"],
+                "reason": None if meta["reason"] is None else str(meta["reason"]),
+            },
+        }
 
     def oracle(self) -> dict[str, Any]:
         if self.task is None:
@@ -158,23 +178,28 @@ class MiniWoBRuntime(Runtime):
         # Page -> screen offset: the window's position plus its chrome (zero in kiosk mode).
         ox, oy = self.driver.execute_script(
             "return [window.screenX + (window.outerWidth - window.innerWidth),"
-            " window.screenY + (window.outerHeight - window.innerHeight)];")
+            " window.screenY + (window.outerHeight - window.innerHeight)];"
+        )
         elements: list[dict[str, Any]] = []
 
         def walk(node: dict | None, depth: int) -> None:
             if not node:
                 return
-            el = {k: node.get(k) for k in ("tag", "id", "classes", "text", "value", "ref", "bgColor",
-                                           "focused")}
-            el.update(x=node["left"] + ox, y=node["top"] + oy, w=node["width"], h=node["height"],
-                      depth=depth)
+            el = {
+                k: node.get(k) for k in ("tag", "id", "classes", "text", "value", "ref", "bgColor", "focused")
+            }
+            el.update(x=node["left"] + ox, y=node["top"] + oy, w=node["width"], h=node["height"], depth=depth)
             elements.append(el)
             for child in node.get("children", []):
                 walk(child, depth + 1)
 
         walk(self.driver.execute_script("return core.getDOMInfo();"), 0)
-        return {"task": f"miniwob/{self.task}", "utterance": utterance, "fields": fields,
-                "elements": elements}
+        return {
+            "task": f"miniwob/{self.task}",
+            "utterance": utterance,
+            "fields": fields,
+            "elements": elements,
+        }
 
     def close(self) -> None:
         if self.driver is not None:
