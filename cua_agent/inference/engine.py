@@ -29,8 +29,7 @@ from areal.infra.utils.concurrent import get_executor
 from areal.utils import name_resolve, names
 
 from .http import RetryPolicy
-from .vllm_server import Generation, SamplingParams, VLLMServer
-from .vllm_server import close_loop_session
+from .vllm_server import Generation, SamplingParams, VLLMServer, close_loop_session
 from .weight_sync import update_servers_from_disk
 
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
@@ -56,7 +55,9 @@ class StockVLLMBackend(VLLMBackend):
             "a stock vLLM server takes weight updates from disk only: set actor.weight_update_mode=disk"
         )
 
-    def build_init_weights_group_request(self, addr: str, server_idx: int, meta: WeightUpdateMeta) -> HttpRequest:
+    def build_init_weights_group_request(
+        self, addr: str, server_idx: int, meta: WeightUpdateMeta
+    ) -> HttpRequest:
         raise NotImplementedError(
             "a stock vLLM server takes weight updates from disk only: set actor.weight_update_mode=disk"
         )
@@ -69,6 +70,7 @@ class ChatTurn:
     generation: Generation
     version: int
     server: str
+    attempts: int = 1  # > 1 when a weight update aborted the turn and it was generated again
 
 
 class StockVLLMEngine(RemoteInfEngine):
@@ -109,12 +111,14 @@ class StockVLLMEngine(RemoteInfEngine):
         after the update (a chat turn cannot be continued from partial output), so every token of the
         result comes from one weight version."""
         address = self._server_for(rid)
+        attempts = 0
         while True:
             await self._wait_unpaused()
             version = self.get_version()
+            attempts += 1
             gen = await self.server(address).chat(messages, sampling)
             if gen.finish_reason != "abort":
-                return ChatTurn(gen, version, address)
+                return ChatTurn(gen, version, address, attempts)
             await asyncio.sleep(0.2)
 
     async def agenerate(self, req: ModelRequest) -> ModelResponse:
@@ -127,7 +131,9 @@ class StockVLLMEngine(RemoteInfEngine):
             raise ValueError("inference engines generate one sample per request; AReaL groups by repetition")
         budget = min(g.max_tokens - len(req.input_ids), g.max_new_tokens)
         if budget <= 0:
-            raise ValueError(f"prompt of {len(req.input_ids)} tokens leaves no room under max_tokens={g.max_tokens}")
+            raise ValueError(
+                f"prompt of {len(req.input_ids)} tokens leaves no room under max_tokens={g.max_tokens}"
+            )
         sampling = SamplingParams(
             max_tokens=budget,
             temperature=0.0 if g.greedy else g.temperature,
@@ -170,18 +176,33 @@ class StockVLLMEngine(RemoteInfEngine):
         if meta.type != "disk" or meta.path is None:
             raise ValueError(f"disk weight update needs type='disk' and a path, got type={meta.type!r}")
         if self.config.experiment_name is None or self.config.trial_name is None:
-            raise RuntimeError("rollout.experiment_name and rollout.trial_name must be set for disk weight updates")
-        key = names.update_weights_from_disk(self.config.experiment_name, self.config.trial_name, self.get_version())
+            raise RuntimeError(
+                "rollout.experiment_name and rollout.trial_name must be set for disk weight updates"
+            )
+        key = names.update_weights_from_disk(
+            self.config.experiment_name, self.config.trial_name, self.get_version()
+        )
         version = meta.version if meta.version is not None else self.get_version() + 1
         return get_executor().submit(
-            _load_after_save_signal, key, list(self.addresses), meta.path, version, self.policy,
-            self.tied_embeddings, self.config.request_timeout,
+            _load_after_save_signal,
+            key,
+            list(self.addresses),
+            meta.path,
+            version,
+            self.policy,
+            self.tied_embeddings,
+            self.config.request_timeout,
         )
 
 
 def _load_after_save_signal(
-    key: str, addresses: list[str], path: str, version: int, policy: RetryPolicy,
-    tied: bool | None, save_timeout_s: float,
+    key: str,
+    addresses: list[str],
+    path: str,
+    version: int,
+    policy: RetryPolicy,
+    tied: bool | None,
+    save_timeout_s: float,
 ) -> float:
     """Runs in a worker thread with its own event loop. Returns seconds spent loading."""
     name_resolve.wait(key, timeout=save_timeout_s)

@@ -20,7 +20,9 @@ class ServerUnavailableError(InferenceServerError):
         self.elapsed_s = elapsed_s
         self.last_error = last_error
         super().__init__(
-            server, endpoint, f"unavailable after {attempts} attempt(s) in {elapsed_s:.1f}s; last error: {last_error}"
+            server,
+            endpoint,
+            f"unavailable after {attempts} attempt(s) in {elapsed_s:.1f}s; last error: {last_error}",
         )
 
 

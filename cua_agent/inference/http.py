@@ -38,6 +38,9 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
 
+DEFAULT_RETRY = RetryPolicy()
+
+
 async def request_json(
     session: aiohttp.ClientSession,
     server: str,
@@ -45,7 +48,7 @@ async def request_json(
     payload: dict[str, Any] | None = None,
     *,
     method: str = "POST",
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = DEFAULT_RETRY,
 ) -> Any:
     """Send one request, retrying transient failures; return the decoded JSON body (None if empty).
 
@@ -68,7 +71,7 @@ async def request_json(
                 if resp.status not in _RETRY_STATUSES:
                     raise ServerRequestError(server, endpoint, resp.status, text)
                 last_error = f"HTTP {resp.status}: {text[:200]}"
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             last_error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         except json.JSONDecodeError as exc:
             last_error = f"invalid JSON body: {exc}"

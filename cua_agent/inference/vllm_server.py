@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from .errors import MalformedResponseError
-from .http import RetryPolicy, request_json
+from .http import DEFAULT_RETRY, RetryPolicy, request_json
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
     weakref.WeakKeyDictionary()
@@ -48,6 +48,7 @@ class SamplingParams:
     top_k: int = -1
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
+    ignore_eos: bool = False  # fixed-length generations (benchmarks, tests)
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -59,6 +60,7 @@ class SamplingParams:
             # Token ids are the truth for training; text is derived. Keep special tokens in the text so the
             # text and the ids agree.
             "skip_special_tokens": False,
+            "ignore_eos": self.ignore_eos,
         }
         if self.seed is not None:
             payload["seed"] = self.seed
@@ -80,7 +82,7 @@ class Generation:
 class VLLMServer:
     """One vLLM server. Methods are coroutines; each request is bounded by `policy`."""
 
-    def __init__(self, address: str, *, model: str | None = None, policy: RetryPolicy = RetryPolicy()):
+    def __init__(self, address: str, *, model: str | None = None, policy: RetryPolicy = DEFAULT_RETRY):
         self.address = address
         self.model = model
         self.policy = policy
@@ -89,7 +91,11 @@ class VLLMServer:
         return f"VLLMServer({self.address!r})"
 
     async def _call(
-        self, endpoint: str, payload: dict[str, Any] | None = None, *, method: str = "POST",
+        self,
+        endpoint: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        method: str = "POST",
         policy: RetryPolicy | None = None,
     ) -> Any:
         return await request_json(
@@ -118,7 +124,9 @@ class VLLMServer:
             finish = choice.get("finish_reason") or "stop"
             text = (choice.get("message") or {}).get("content") or ""
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise MalformedResponseError(self.address, "/v1/chat/completions", f"missing field: {exc!r}") from exc
+            raise MalformedResponseError(
+                self.address, "/v1/chat/completions", f"missing field: {exc!r}"
+            ) from exc
         self._check_ids(prompt_ids, output_ids, logprobs, "/v1/chat/completions")
         return Generation(prompt_ids, output_ids, logprobs, finish, text, time.perf_counter() - start)
 
@@ -148,7 +156,9 @@ class VLLMServer:
 
     def _check_ids(self, prompt: Any, output: Any, logprobs: list[float], endpoint: str) -> None:
         if not isinstance(prompt, list) or not isinstance(output, list):
-            raise MalformedResponseError(self.address, endpoint, "token ids are not lists (return_token_ids ignored?)")
+            raise MalformedResponseError(
+                self.address, endpoint, "token ids are not lists (return_token_ids ignored?)"
+            )
         if len(output) != len(logprobs):
             raise MalformedResponseError(
                 self.address, endpoint, f"{len(output)} output ids but {len(logprobs)} logprobs"
@@ -193,8 +203,10 @@ class VLLMServer:
         await self._call("/update_weight_version", {"new_version": str(version)})
 
     async def weight_version(self) -> int | None:
-        value = (await self._call("/weight_info", method="GET")).get("weight_version")
-        return None if value in (None, "") else int(value)
+        """The version last set by a weight update; None while it serves the weights it started with
+        (vLLM reports "default" then)."""
+        value = str((await self._call("/weight_info", method="GET")).get("weight_version"))
+        return int(value) if value.lstrip("-").isdigit() else None
 
     async def weight_checksums(self) -> dict[str, str]:
         return (await self._call("/weight_checker", {"action": "checksum"}))["checksums"]

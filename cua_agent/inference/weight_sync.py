@@ -16,7 +16,12 @@ from .vllm_server import VLLMServer
 
 
 async def update_servers_from_disk(
-    servers: list[VLLMServer], path: str, version: int, *, tied_embeddings: bool | None = None, pause: bool = True
+    servers: list[VLLMServer],
+    path: str,
+    version: int,
+    *,
+    tied_embeddings: bool | None = None,
+    pause: bool = True,
 ) -> None:
     """Load `path` as weight version `version` on every server (concurrently); raises the first failure
     after all have finished. `pause=False` when the caller (AReaL's FSDP engine) pauses and resumes itself."""
@@ -45,7 +50,9 @@ async def _update_one(server: VLLMServer, path: str, version: int, *, tied: bool
     except WeightUpdateError:
         raise
     except InferenceServerError as exc:
-        raise WeightUpdateError(server.address, "(weight update)", f"loading {path} as v{version} failed: {exc}") from exc
+        raise WeightUpdateError(
+            server.address, "(weight update)", f"loading {path} as v{version} failed: {exc}"
+        ) from exc
     finally:
         if pause:
             await server.resume()
@@ -62,7 +69,8 @@ async def verify_tied_head(server: VLLMServer, path: str) -> None:
             by_rank.setdefault(rank, {})["embed"] = digest
     if not by_rank or any("head" not in d for d in by_rank.values()):
         raise WeightUpdateError(
-            server.address, "/weight_checker",
+            server.address,
+            "/weight_checker",
             f"{path} ties lm_head to the embeddings but the server serves a tied model, whose head an in-place "
             "reload leaves stale; start the server through scripts/run_vllm_cpu.sh or run_vllm_base.sh, "
             "which serve tied checkpoints with an explicit head",
@@ -70,5 +78,7 @@ async def verify_tied_head(server: VLLMServer, path: str) -> None:
     stale = sorted(rank for rank, d in by_rank.items() if d.get("head") != d.get("embed"))
     if stale:
         raise WeightUpdateError(
-            server.address, "/weight_checker", f"after loading {path} the head differs from the embeddings on {stale}"
+            server.address,
+            "/weight_checker",
+            f"after loading {path} the head differs from the embeddings on {stale}",
         )

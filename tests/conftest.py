@@ -1,0 +1,31 @@
+"""Session-wide fixtures: real vLLM CPU servers (started once, shared), test artefact directory."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.vllm_fixtures import MODELS, VLLMProcess, start_vllm
+
+SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
+
+
+@pytest.fixture(scope="session")
+def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("artefacts")
+
+
+@pytest.fixture(scope="session")
+def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
+    """One server per tiny model ("untied", "tied"), started concurrently through scripts/run_vllm_cpu.sh."""
+    servers = {name: start_vllm(path, artefacts) for name, path in MODELS.items()}
+    try:
+        with ThreadPoolExecutor(len(servers)) as pool:
+            list(pool.map(lambda s: s.wait_healthy(SERVER_START_TIMEOUT_S), servers.values()))
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()

@@ -1,0 +1,184 @@
+"""StockVLLMEngine under AReaL's own rollout machinery, against a real vLLM CPU server: a workflow submitted
+through AReaL's executor gets exact ids/logprobs; token-in/token-out generation; a disk weight update
+driven by AReaL's protocol (pause → update future → "saved" signal in name_resolve → continue); a turn
+aborted by a weight update is generated again, whole, after it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from areal.api import ModelRequest, WeightUpdateMeta
+from areal.api.cli_args import GenerationHyperparameters, InferenceEngineConfig, NameResolveConfig
+from areal.api.workflow_api import RolloutWorkflow
+from areal.infra.workflow_executor import check_trajectory_format
+from areal.utils import name_resolve, names
+
+from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from tests.inference.reference import HFReference, chat_messages, screenshot
+from tests.vllm_fixtures import MODELS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def engine(vllm_servers, tmp_path_factory):
+    name_resolve.reconfigure(
+        NameResolveConfig(type="nfs", nfs_record_root=str(tmp_path_factory.mktemp("nr")))
+    )
+    config = InferenceEngineConfig(
+        experiment_name="test-engine",
+        trial_name=uuid.uuid4().hex[:8],
+        max_concurrent_rollouts=4,
+        consumer_batch_size=2,
+        request_timeout=120,
+        request_retries=2,
+        setup_timeout=60,
+        pause_grace_period=0.5,
+    )
+    eng = StockVLLMEngine(config)
+    eng.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+    yield eng
+    eng.destroy()
+
+
+class ScreenshotChat(RolloutWorkflow):
+    """One chat turn on a screenshot, as one training row."""
+
+    async def arun_episode(self, engine: StockVLLMEngine, data: dict) -> dict:
+        images = [screenshot(data["seed"])]
+        turn = await engine.achat(
+            chat_messages(images, "Click OK."), SamplingParams(max_tokens=8, seed=data["seed"])
+        )
+        g = turn.generation
+        ids = g.prompt_token_ids + g.output_token_ids
+        n_prompt, n_out = len(g.prompt_token_ids), len(g.output_token_ids)
+        return {
+            "input_ids": torch.tensor([ids]),
+            "attention_mask": torch.ones(1, len(ids), dtype=torch.bool),
+            "loss_mask": torch.tensor([[0] * n_prompt + [1] * n_out]),
+            "logprobs": torch.tensor([[0.0] * n_prompt + g.output_logprobs]),
+            "versions": torch.tensor([[-1] * n_prompt + [turn.version] * n_out]),
+            "rewards": torch.tensor([1.0]),
+        }
+
+
+def test_workflow_through_areal_executor_gets_exact_rows(engine):
+    rows = engine.rollout_batch([{"seed": 1}, {"seed": 2}], workflow=ScreenshotChat())
+    ref = HFReference(MODELS["untied"])
+    assert len(rows) == 2
+    for row in rows:
+        check_trajectory_format(row)
+        out = row["loss_mask"][0].bool()
+        ids = row["input_ids"][0].tolist()
+        n_prompt = int((~out).sum())
+        # rows come back in completion order: the screenshot that reproduces the logprobs is the one sent
+        errs = [
+            max(
+                abs(a - b)
+                for a, b in zip(
+                    ref.logprobs([screenshot(s)], ids[:n_prompt], ids[n_prompt:]),
+                    row["logprobs"][0][out].tolist(),
+                    strict=True,
+                )
+            )
+            for s in (1, 2)
+        ]
+        assert min(errs) <= 1e-3, errs
+        assert set(row["versions"][0][out].tolist()) == {0}
+
+
+def test_token_in_token_out(engine):
+    tok = HFReference(MODELS["untied"]).processor.tokenizer
+    req = ModelRequest(
+        input_ids=tok.encode("click the button"),
+        gconfig=GenerationHyperparameters(max_new_tokens=6, temperature=1.0),
+    )
+    resp = asyncio.run(engine.agenerate(req))
+    assert len(resp.output_tokens) == len(resp.output_logprobs) == len(resp.output_versions) == 6
+    assert resp.input_tokens == req.input_ids and resp.stop_reason == "length"
+
+
+def test_disk_update_via_areal_protocol_advances_served_version(engine, tmp_path: Path):
+    ref = HFReference(MODELS["untied"])
+    server = VLLMServer(engine.addresses[0])
+    path = tmp_path / "weight_update_v1"
+    meta = WeightUpdateMeta(type="disk", path=str(path), version=engine.get_version() + 1)
+    # AReaL's FSDP engine: pause servers, start the update future, save, then publish the "saved" signal.
+    engine.pause_generation()
+    future = engine.update_weights_from_disk(meta)
+    time.sleep(0.5)
+    assert not future.done(), "the update must wait for the trainer's saved signal"
+    ref.save_perturbed(path, scale=0.01)
+    key = names.update_weights_from_disk(
+        engine.config.experiment_name, engine.config.trial_name, engine.get_version()
+    )
+    name_resolve.add(key, str(time.time()), keepalive_ttl=120)
+    load_s = future.result(timeout=120)
+    engine.continue_generation()
+    engine.set_version(meta.version)
+    assert load_s >= 0
+    assert asyncio.run(_version(server)) == meta.version
+    (row,) = engine.rollout_batch([{"seed": 3}], workflow=ScreenshotChat())
+    out = row["loss_mask"][0].bool()
+    assert set(row["versions"][0][out].tolist()) == {meta.version}
+    # restore the original weights for the rest of the session
+    restore = tmp_path / "restore"
+    shutil.copytree(MODELS["untied"], restore)
+    asyncio.run(_update(server, str(restore), meta.version + 1))
+    engine.set_version(meta.version + 1)
+
+
+async def _version(server: VLLMServer) -> int | None:
+    try:
+        return await server.weight_version()
+    finally:
+        await close_loop_session()
+
+
+async def _update(server: VLLMServer, path: str, version: int) -> None:
+    from cua_agent.inference.weight_sync import update_servers_from_disk
+
+    try:
+        await update_servers_from_disk([server], path, version)
+    finally:
+        await close_loop_session()
+
+
+def test_turn_aborted_by_weight_update_is_regenerated_whole(engine):
+    """pause_generation aborts in-flight requests on the server; achat waits out the pause and generates
+    the whole turn again, so its tokens come from one version."""
+    # long enough to still be in flight when we pause (a few seconds on the tiny model)
+    long = SamplingParams(max_tokens=4000, temperature=1.0, ignore_eos=True)
+    messages = [{"role": "user", "content": "write a long story"}]
+    started = threading.Event()
+
+    async def run():
+        started.set()
+        try:
+            return await engine.achat(messages, long)
+        finally:
+            await close_loop_session()
+
+    with ThreadPoolExecutor(1) as pool:
+        fut = pool.submit(asyncio.run, run())
+        started.wait(10)
+        time.sleep(1.5)
+        engine.pause()  # AReaL's trainer pauses the executor, then the servers
+        engine.pause_generation()
+        time.sleep(0.5)
+        assert not fut.done(), "achat must wait while the engine is paused"
+        engine.continue_generation()
+        engine.resume()
+        turn = fut.result(timeout=300)
+    assert turn.attempts == 2
+    assert turn.generation.finish_reason in ("stop", "length")
+    assert len(turn.generation.output_token_ids) == len(turn.generation.output_logprobs) > 0

@@ -1,0 +1,120 @@
+"""A real vLLM CPU server: exact token ids and logprobs for screenshot prompts, HF parity before and after a
+weight update, for untied and tied (lm_head = embeddings) models."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cua_agent.inference.checkpoints import ties_embeddings
+from cua_agent.inference.errors import WeightUpdateError
+from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from cua_agent.inference.weight_sync import update_servers_from_disk
+from tests.inference.reference import HFReference, chat_messages, screenshot
+from tests.vllm_fixtures import MODELS, start_raw_vllm
+
+pytestmark = pytest.mark.slow
+
+PARITY_TOL = 1e-3  # fp32, DESIGN §5
+SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, seed=0)
+
+
+@pytest.fixture(autouse=True)
+async def _close_sessions():
+    yield
+    await close_loop_session()
+
+
+@pytest.fixture(scope="module")
+def refs() -> dict[str, HFReference]:
+    return {name: HFReference(path) for name, path in MODELS.items()}
+
+
+def max_abs_diff(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b) and a, (len(a), len(b))
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("n_images", [1, 2])
+async def test_chat_returns_ids_logprobs_and_expanded_image_tokens(vllm_servers, refs, n_images):
+    server = VLLMServer(vllm_servers["untied"].address)
+    ref = refs["untied"]
+    images = [screenshot(seed) for seed in range(n_images)]
+    gen = await server.chat(chat_messages(images, "Click the Submit button."), SAMPLING)
+
+    assert len(gen.output_token_ids) == len(gen.output_logprobs) > 0
+    assert all(lp <= 0.0 for lp in gen.output_logprobs)
+    assert (
+        gen.prompt_token_ids.count(ref.image_token_id) == ref.expected_image_tokens(images) == 640 * n_images
+    )
+    # The server's prompt is the chat template applied by the same tokenizer, image pads expanded.
+    text = ref.processor.apply_chat_template(
+        [
+            {
+                "role": "user",
+                "content": [
+                    *({"type": "image"} for _ in images),
+                    {"type": "text", "text": "Click the Submit button."},
+                ],
+            }
+        ],
+        add_generation_prompt=True,
+    )
+    expected = ref.processor(text=[text], images=images, return_tensors="pt")["input_ids"][0].tolist()
+    assert gen.prompt_token_ids == expected
+
+
+@pytest.mark.parametrize("variant", ["untied", "tied"])
+async def test_parity_before_and_after_weight_update(vllm_servers, refs, variant, tmp_path: Path):
+    proc, ref = vllm_servers[variant], refs[variant]
+    assert ties_embeddings(ref.model_dir) == (variant == "tied")
+    server = VLLMServer(proc.address)
+    images = [screenshot(7), screenshot(8)]
+    messages = chat_messages(images, "Type hello into the field.")
+
+    before = await server.chat(messages, SAMPLING)
+    hf_before = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
+    err_before = max_abs_diff(hf_before, before.output_logprobs)
+    assert err_before <= PARITY_TOL, f"{variant}: HF vs vLLM before update: {err_before:.2e}"
+
+    version_before = await server.weight_version()
+    checkpoint = tmp_path / "step1"
+    ref.save_perturbed(checkpoint, scale=0.01)
+    try:
+        await update_servers_from_disk([server], str(checkpoint), version=(version_before or 0) + 1)
+        assert await server.weight_version() == (version_before or 0) + 1
+
+        # The served distribution moved: the same tokens now have other logprobs...
+        same = await server.chat(messages, SAMPLING)
+        assert same.prompt_token_ids == before.prompt_token_ids
+        hf_after_old_tokens = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
+        assert max_abs_diff(hf_after_old_tokens, hf_before) > 10 * PARITY_TOL
+        # ...and the server agrees with the updated HF model on what it samples now.
+        err_after = max_abs_diff(
+            ref.logprobs(images, same.prompt_token_ids, same.output_token_ids), same.output_logprobs
+        )
+        assert err_after <= PARITY_TOL, f"{variant}: HF vs vLLM after update: {err_after:.2e}"
+        print(f"\nparity {variant}: before {err_before:.2e}, after update {err_after:.2e}")
+    finally:
+        # Put the original weights back so other tests see the model they expect.
+        restored = tmp_path / "restore"
+        shutil.copytree(ref.model_dir, restored)
+        await update_servers_from_disk([server], str(restored), version=(version_before or 0) + 2)
+        refs[variant] = HFReference(ref.model_dir)
+
+
+async def test_tied_checkpoint_on_a_tied_server_is_refused(artefacts, tmp_path: Path):
+    """A server started by hand on the raw tied checkpoint (not through our launchers) would keep a stale
+    head: the update says so instead of silently serving a policy other than the one being trained."""
+    raw = start_raw_vllm(MODELS["tied"], artefacts)
+    try:
+        raw.wait_healthy(400)
+        checkpoint = tmp_path / "tied-copy"
+        shutil.copytree(MODELS["tied"], checkpoint)
+        with pytest.raises(WeightUpdateError, match="serves a tied model"):
+            await update_servers_from_disk([VLLMServer(raw.address)], str(checkpoint), version=1)
+        assert not await VLLMServer(raw.address).is_paused(), "a failed update must leave the server serving"
+    finally:
+        raw.stop()

@@ -1,0 +1,138 @@
+"""Real vLLM CPU servers for tests: started once per test session through scripts/run_vllm_cpu.sh (the
+same launcher users run), stopped with their whole process group at the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CUA_HOME = Path(os.environ.get("CUA_HOME", Path.home() / ".cache" / "cua-areal"))
+MODELS = {
+    "untied": CUA_HOME / "models" / "tiny-qwen2.5-vl",
+    "tied": CUA_HOME / "models" / "tiny-qwen2.5-vl-tied",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class VLLMProcess:
+    model_dir: Path
+    port: int
+    log_path: Path
+    proc: subprocess.Popen
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.healthy():
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"vLLM server for {self.model_dir} exited ({self.proc.returncode}):\n{self.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"vLLM server for {self.model_dir} not healthy in {timeout_s}s:\n{self.log_tail()}"
+                )
+            time.sleep(1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def start_vllm(
+    model_dir: Path, log_dir: Path, *, port: int | None = None, extra_env: dict | None = None
+) -> VLLMProcess:
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"tiny model missing at {model_dir}: run `make setup`")
+    port = port or free_port()
+    log_path = log_dir / f"vllm-{model_dir.name}-{port}.log"
+    env = {**os.environ, "VLLM_MODEL": str(model_dir), "VLLM_PORT": str(port), **(extra_env or {})}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            ["bash", str(REPO / "scripts" / "run_vllm_cpu.sh")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    return VLLMProcess(model_dir, port, log_path, proc)
+
+
+def vllm_python() -> str:
+    return subprocess.run(
+        ["bash", "-c", "source scripts/common.sh && vllm_python"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def start_raw_vllm(model_dir: Path, log_dir: Path) -> VLLMProcess:
+    """vLLM on `model_dir` exactly as given, bypassing our launcher (and its serving copy of tied models):
+    what a user who starts the server by hand gets."""
+    port = free_port()
+    log_path = log_dir / f"vllm-raw-{model_dir.name}-{port}.log"
+    env = {
+        **os.environ,
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_SERVER_DEV_MODE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    cmd = [
+        vllm_python(),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--distributed-executor-backend",
+        "uni",
+        "--max-model-len",
+        "4096",
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return VLLMProcess(model_dir, port, log_path, proc)
