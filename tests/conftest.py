@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vllm_fixtures import MODELS, VLLMProcess, start_vllm
+from cua_agent.inference.local_server import MODELS, VLLMProcess, start_vllm
 
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 

@@ -19,7 +19,7 @@ from cua_agent.inference.checkpoints import (
     ties_embeddings,
     write_explicit_head,
 )
-from tests.vllm_fixtures import MODELS
+from cua_agent.inference.local_server import MODELS
 
 
 def embedding(path: Path) -> torch.Tensor:

@@ -22,9 +22,9 @@ from areal.infra.workflow_executor import check_trajectory_format
 from areal.utils import name_resolve, names
 
 from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from tests.inference.reference import HFReference, chat_messages, screenshot
-from tests.vllm_fixtures import MODELS
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from aiohttp import web
 
 from cua_agent.inference.errors import MalformedResponseError, ServerRequestError, ServerUnavailableError
 from cua_agent.inference.http import RetryPolicy
+from cua_agent.inference.local_server import MODELS, free_port, start_vllm
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
-from tests.vllm_fixtures import MODELS, free_port, start_vllm
 
 FAST = RetryPolicy(attempts=3, timeout_s=1.0, backoff_s=0.05, max_backoff_s=0.2)
 # attempts * timeout + backoffs + slack

@@ -3,17 +3,19 @@ weight update, for untied and tied (lm_head = embeddings) models."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from cua_agent.inference.checkpoints import ties_embeddings
 from cua_agent.inference.errors import WeightUpdateError
+from cua_agent.inference.local_server import MODELS, VLLMProcess, free_port, vllm_python
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
 from tests.inference.reference import HFReference, chat_messages, screenshot
-from tests.vllm_fixtures import MODELS, start_raw_vllm
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +120,39 @@ async def test_tied_checkpoint_on_a_tied_server_is_refused(artefacts, tmp_path: 
         assert not await VLLMServer(raw.address).is_paused(), "a failed update must leave the server serving"
     finally:
         raw.stop()
+
+
+def start_raw_vllm(model_dir: Path, log_dir: Path) -> VLLMProcess:
+    """vLLM on `model_dir` exactly as given, bypassing our launcher (and its serving copy of tied models):
+    what a user who starts the server by hand gets."""
+    port = free_port()
+    log_path = log_dir / f"vllm-raw-{model_dir.name}-{port}.log"
+    env = {
+        **os.environ,
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_SERVER_DEV_MODE": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    cmd = [
+        vllm_python(),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--distributed-executor-backend",
+        "uni",
+        "--max-model-len",
+        "4096",
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return VLLMProcess(model_dir, port, log_path, proc)

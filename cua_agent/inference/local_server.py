@@ -1,5 +1,5 @@
-"""Real vLLM CPU servers for tests: started once per test session through scripts/run_vllm_cpu.sh (the
-same launcher users run), stopped with their whole process group at the end."""
+"""Local vLLM CPU server processes, started through scripts/run_vllm_cpu.sh (the launcher users run) and
+stopped with their whole process group. Used by the tests, the benchmarks and the local (CPU) run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CUA_HOME = Path(os.environ.get("CUA_HOME", Path.home() / ".cache" / "cua-areal"))
 MODELS = {
     "untied": CUA_HOME / "models" / "tiny-qwen2.5-vl",
@@ -100,39 +100,3 @@ def vllm_python() -> str:
         text=True,
         check=True,
     ).stdout.strip()
-
-
-def start_raw_vllm(model_dir: Path, log_dir: Path) -> VLLMProcess:
-    """vLLM on `model_dir` exactly as given, bypassing our launcher (and its serving copy of tied models):
-    what a user who starts the server by hand gets."""
-    port = free_port()
-    log_path = log_dir / f"vllm-raw-{model_dir.name}-{port}.log"
-    env = {
-        **os.environ,
-        "VLLM_TARGET_DEVICE": "cpu",
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_SERVER_DEV_MODE": "1",
-        "HF_HUB_OFFLINE": "1",
-    }
-    cmd = [
-        vllm_python(),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model_dir),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--enforce-eager",
-        "--distributed-executor-backend",
-        "uni",
-        "--max-model-len",
-        "4096",
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return VLLMProcess(model_dir, port, log_path, proc)
