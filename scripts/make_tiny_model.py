@@ -58,13 +58,88 @@ MIN_PIXELS = 16 * (PATCH * MERGE) ** 2
 def corpus(seed: int = 0) -> list[str]:
     """Deterministic training text for the tokenizer: action calls, UI words and plain English."""
     rng = random.Random(seed)
-    words = (
-        "click double_click right_click move drag scroll type key wait done screenshot button link "
-        "text field input submit ok cancel the a to of and in is you on for with this that page task "
-        "select option checkbox menu tab window file edit save open close enter escape ctrl alt shift "
-        "up down left right amount coordinate x y from start end instruction previous action turn "
-        "search box form list item first second third last name email password date time number"
-    ).split()
+    words = [
+        "click",
+        "double_click",
+        "right_click",
+        "move",
+        "drag",
+        "scroll",
+        "type",
+        "key",
+        "wait",
+        "done",
+        "screenshot",
+        "button",
+        "link",
+        "text",
+        "field",
+        "input",
+        "submit",
+        "ok",
+        "cancel",
+        "the",
+        "a",
+        "to",
+        "of",
+        "and",
+        "in",
+        "is",
+        "you",
+        "on",
+        "for",
+        "with",
+        "this",
+        "that",
+        "page",
+        "task",
+        "select",
+        "option",
+        "checkbox",
+        "menu",
+        "tab",
+        "window",
+        "file",
+        "edit",
+        "save",
+        "open",
+        "close",
+        "enter",
+        "escape",
+        "ctrl",
+        "alt",
+        "shift",
+        "up",
+        "down",
+        "left",
+        "right",
+        "amount",
+        "coordinate",
+        "x",
+        "y",
+        "from",
+        "start",
+        "end",
+        "instruction",
+        "previous",
+        "action",
+        "turn",
+        "search",
+        "box",
+        "form",
+        "list",
+        "item",
+        "first",
+        "second",
+        "third",
+        "last",
+        "name",
+        "email",
+        "password",
+        "date",
+        "time",
+        "number",
+    ]
     lines = []
     for _ in range(4000):
         action = rng.choice(words[:10])
@@ -72,7 +147,9 @@ def corpus(seed: int = 0) -> list[str]:
         if rng.random() < 0.3:
             args = {"text": " ".join(rng.choices(words, k=rng.randint(1, 5)))}
         lines.append(
-            "<tool_call>" + json.dumps({"name": "computer", "arguments": {"action": action, **args}}) + "</tool_call>"
+            "<tool_call>"
+            + json.dumps({"name": "computer", "arguments": {"action": action, **args}})
+            + "</tool_call>"
         )
         lines.append(" ".join(rng.choices(words, k=rng.randint(3, 16))).capitalize() + ".")
     return lines
@@ -109,7 +186,9 @@ def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     vocab = len(tokenizer)
-    vocab = (vocab + 63) // 64 * 64  # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
+    vocab = (
+        (vocab + 63) // 64 * 64
+    )  # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
     text = dict(
         vocab_size=vocab,
         hidden_size=64,
