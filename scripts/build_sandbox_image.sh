@@ -28,7 +28,7 @@ if ! podman image exists "$base_image"; then
   log "base image: mmdebstrap bookworm (about 20-60 s)"
   tar="$CACHE/base-$base_key.tar"
   rm -f "$tar.part"
-  mmdebstrap --quiet --variant=apt --include=ca-certificates bookworm "$tar.part" "$MIRROR" >&2
+  mmdebstrap --quiet --format=tar --variant=apt --include=ca-certificates bookworm "$tar.part" "$MIRROR" >&2
   mv "$tar.part" "$tar"
   podman import --quiet "$tar" "$base_image" >/dev/null
   rm -f "$tar"
@@ -65,3 +65,7 @@ log "image: building $IMAGE:$key (first time: apt installs chromium etc., a few 
 start=$SECONDS
 podman build --layers --build-arg "BASE=$base_image" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
 log "image: $IMAGE:$key built in $((SECONDS - start)) s ($(podman image inspect "$IMAGE:$key" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
+# Older builds: drop their tags (shared layers stay as build cache; an image in use is kept).
+for old in $(podman images --format '{{.Tag}}' "localhost/$IMAGE" | grep -vx -e latest -e "$key"); do
+  podman rmi "$IMAGE:$old" >/dev/null 2>&1 || true
+done
