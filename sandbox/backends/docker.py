@@ -3,8 +3,8 @@
 Isolation: `network_mode="none"` (no interface but loopback: nothing to egress through), `cap_drop=ALL`,
 `no-new-privileges`, a non-root user, memory/CPU/pids limits, `init=True` (reaps chromium's zombies).
 Control traffic: with no network there is no port to publish, so the server listens on a unix socket in
-a per-box host directory bind-mounted at /run/cua. Measured under podman here: a published port needs a
-bridge network (egress unless --internal, and podman's internal networks drop port forwarding), while the
+a per-box host directory bind-mounted at /run/cua. A published port would need a bridge network (with
+egress unless --internal; an internal network with a published port was not measured here), while the
 unix socket works with network none and costs no port bookkeeping. One HTTP connection per box, never an
 exec per step (each podman exec leaves conmon processes behind for minutes, DESIGN §6).
 """
