@@ -29,7 +29,13 @@ from areal.infra.utils.concurrent import get_executor
 from areal.utils import name_resolve, names
 
 from .http import RetryPolicy
-from .vllm_server import Generation, SamplingParams, VLLMServer, close_loop_session
+from .vllm_server import (
+    Generation,
+    SamplingParams,
+    VLLMServer,
+    close_loop_session,
+    close_sessions_of_other_loops,
+)
 from .weight_sync import update_servers_from_disk
 
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
@@ -82,6 +88,10 @@ class StockVLLMEngine(RemoteInfEngine):
         self.policy = RetryPolicy(attempts=max(1, config.request_retries), timeout_s=config.request_timeout)
         self.tied_embeddings = tied_embeddings
         self._servers: dict[str, VLLMServer] = {}
+
+    def destroy(self) -> None:
+        close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
+        super().destroy()
 
     def server(self, address: str) -> VLLMServer:
         if address not in self._servers:

@@ -9,6 +9,7 @@ directory; cache resets; the served weight version.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -38,6 +39,15 @@ async def close_loop_session() -> None:
     session = _sessions.pop(asyncio.get_running_loop(), None)
     if session is not None:
         await session.close()
+
+
+def close_sessions_of_other_loops(timeout_s: float = 5.0) -> None:
+    """Close the sessions of event loops running in other threads (AReaL's rollout thread), from outside."""
+    for loop, session in list(_sessions.items()):
+        if loop.is_running() and not session.closed:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout_s)
+        _sessions.pop(loop, None)
 
 
 @dataclass

@@ -56,7 +56,8 @@ class StubServer:
     async def __aenter__(self) -> VLLMServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.handler)
-        self.runner = web.AppRunner(app)
+        # a short shutdown: the "hang" handler never returns, and the default waits 60 s for it
+        self.runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
         return VLLMServer(f"127.0.0.1:{self.port}", policy=FAST)
