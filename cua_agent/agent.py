@@ -1,0 +1,177 @@
+"""The episode loop: observe → model → act, until done, max turns or a timeout.
+
+Failures are classified, never turned into reward 0:
+- the model's fault (no valid action in its output, an action the sandbox rejects): a format failure —
+  the turn is a no-op with a penalty, or ends the episode (`on_parse_failure`);
+- infrastructure (sandbox died or timed out, inference server unavailable, a timeout): the episode ends
+  with status "infra_error" and the workflow drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cua_agent.actions import Action as AgentAction
+from cua_agent.actions import (
+    CoordinateMapping,
+    Done,
+    Drag,
+    ParseFailure,
+    Scroll,
+    parse_action,
+)
+from cua_agent.client import CallRecord, ChatClient
+from cua_agent.inference.errors import InferenceServerError
+from cua_agent.prompting import PromptBudgetError, Turn, build_messages
+from sandbox.base import Sandbox
+from sandbox.errors import SandboxError, SandboxRequestError
+
+_SCROLL_SIGN = {"down": (0, 1), "up": (0, -1), "right": (1, 0), "left": (-1, 0)}
+
+
+def sandbox_payload(action: AgentAction) -> dict[str, Any]:
+    """The agent's action (screen pixels) as the sandbox control server's /action payload."""
+    p = action.to_payload()
+    kind = p.pop("action")
+    if isinstance(action, Drag):
+        return {"type": "drag", "x": action.x, "y": action.y, "to_x": action.x2, "to_y": action.y2}
+    if isinstance(action, Scroll):
+        sx, sy = _SCROLL_SIGN[action.direction]
+        return {
+            "type": "scroll",
+            "x": action.x,
+            "y": action.y,
+            "dx": sx * action.amount,
+            "dy": sy * action.amount,
+        }
+    return {"type": kind, **p}
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    max_turns: int = 6
+    history_screenshots: int = 2
+    on_parse_failure: str = "noop"  # "noop": penalised no-op turn; "end": end the episode
+    turn_timeout_s: float = 180.0
+    episode_timeout_s: float = 900.0
+    max_prompt_tokens: int | None = None
+
+
+@dataclass
+class TurnRecord:
+    output: str
+    call: CallRecord | None  # exact ids/logprobs/images (training client); None for evaluation clients
+    action: dict[str, Any] | None  # the sandbox payload executed, None if nothing was executed
+    note: str  # "ok", "done", "no valid action: ...", "rejected: ..."
+    model_s: float
+    env_s: float
+
+
+@dataclass
+class Episode:
+    task_id: str
+    seed: int
+    instruction: str = ""
+    turns: list[TurnRecord] = field(default_factory=list)
+    task_reward: float | None = None
+    format_failures: int = 0
+    status: str = "running"  # done | max_turns | parse_failure | infra_error
+    error: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "infra_error" and self.task_reward is not None
+
+
+async def run_episode(
+    sandbox: Sandbox,
+    client: ChatClient,
+    task: dict[str, Any],
+    cfg: EpisodeConfig,
+    mapping: CoordinateMapping,
+    *,
+    count_tokens: Any = None,
+    image_tokens: int = 0,
+) -> Episode:
+    """One episode on an acquired sandbox. Never raises for model or infrastructure failures."""
+    ep = Episode(task_id=task["task_id"], seed=int(task["seed"]))
+    start = time.monotonic()
+    try:
+        await asyncio.wait_for(
+            _loop(ep, sandbox, client, task, cfg, mapping, count_tokens, image_tokens), cfg.episode_timeout_s
+        )
+    except (SandboxError, InferenceServerError, TimeoutError, PromptBudgetError) as exc:
+        ep.status, ep.error = "infra_error", f"{type(exc).__name__}: {exc}"
+    ep.wall_s = time.monotonic() - start
+    return ep
+
+
+async def _loop(
+    ep: Episode,
+    sandbox: Sandbox,
+    client: ChatClient,
+    task: dict[str, Any],
+    cfg: EpisodeConfig,
+    mapping: CoordinateMapping,
+    count_tokens: Any,
+    image_tokens: int,
+) -> None:
+    info = await sandbox.reset(ep.task_id, ep.seed)
+    ep.instruction = task.get("instruction") or info.get("instruction") or ""
+    if not ep.instruction:
+        raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")
+    screenshots = [await sandbox.screenshot()]
+    history: list[Turn] = []
+    max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
+    for _ in range(max_turns):
+        prompt = build_messages(
+            ep.instruction,
+            history,
+            screenshots,
+            cfg.history_screenshots,
+            mapping,
+            count_tokens=count_tokens,
+            max_tokens=cfg.max_prompt_tokens,
+            image_tokens=image_tokens,
+        )
+        t0 = time.monotonic()
+        reply = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
+        model_s = time.monotonic() - t0
+        parsed = parse_action(reply.text, mapping)
+
+        if isinstance(parsed, ParseFailure):
+            ep.format_failures += 1
+            note = f"no valid action: {parsed.reason}"
+            ep.turns.append(TurnRecord(reply.text, reply.record, None, note, model_s, 0.0))
+            history.append(Turn(reply.text, None, note))
+            screenshots.append(screenshots[-1])  # nothing happened: same screen
+            if cfg.on_parse_failure == "end":
+                ep.status = "parse_failure"
+                break
+            continue
+
+        if isinstance(parsed.action, Done):
+            ep.turns.append(TurnRecord(reply.text, reply.record, None, "done", model_s, 0.0))
+            ep.status = "done"
+            break
+
+        payload = sandbox_payload(parsed.action)
+        t1 = time.monotonic()
+        try:
+            _, png = await sandbox.step(payload)
+            note = "ok"
+        except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
+            ep.format_failures += 1
+            note, png = f"rejected: {exc}", screenshots[-1]
+        ep.turns.append(TurnRecord(reply.text, reply.record, payload, note, model_s, time.monotonic() - t1))
+        history.append(Turn(reply.text, parsed.action, note))
+        screenshots.append(png)
+    else:
+        ep.status = "max_turns"
+    if ep.status == "running":
+        ep.status = "max_turns"
+    ep.task_reward = float((await sandbox.evaluate())["reward"])

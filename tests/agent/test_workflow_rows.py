@@ -1,0 +1,183 @@
+"""Group → training rows without servers: the calls are built with the real tiny processor, exactly as the
+server would expand them, so row checks (image tokens, masks, pixel values) run on real data."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from areal.infra.workflow_executor import check_trajectory_format
+
+from cua_agent.agent import Episode, TurnRecord
+from cua_agent.client import CallRecord
+from cua_agent.inference.local_server import MODELS
+from cua_agent.rewards import normalise_group
+from cua_agent.workflow import CUAWorkflow
+from tests.inference.reference import screenshot
+
+
+def config(**agent) -> SimpleNamespace:
+    defaults = dict(
+        group_size=3,
+        min_group_size=2,
+        max_turns=4,
+        history_screenshots=2,
+        coordinate_convention="absolute",
+        max_new_tokens=16,
+        temperature=1.0,
+        on_parse_failure="noop",
+        format_penalty=0.1,
+        turn_discount=1.0,
+        turn_timeout_s=60.0,
+        episode_timeout_s=300.0,
+        max_prompt_tokens=6000,
+        save_screenshots=True,
+    )
+    return SimpleNamespace(
+        agent=SimpleNamespace(**{**defaults, **agent}),
+        sandbox=SimpleNamespace(
+            backend="docker", image="cua-sandbox:latest", max_concurrency=2, warm=0, acquire_timeout_s=60.0
+        ),
+        tokenizer_path=str(MODELS["untied"]),
+        actor=SimpleNamespace(path=str(MODELS["untied"])),
+    )
+
+
+@pytest.fixture(scope="module")
+def workflow_factory(tmp_path_factory):
+    def make(**agent) -> CUAWorkflow:
+        out = tmp_path_factory.mktemp("run") / "rollouts.jsonl"
+        return CUAWorkflow(config(**agent), rollouts_path=out)
+
+    return make
+
+
+def png(seed: int) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    screenshot(seed).save(buf, "PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def call(wf: CUAWorkflow, n_images: int, n_out: int, seed: int) -> CallRecord:
+    """A call as the server returns it: the chat template applied, image pads expanded."""
+    images = [png(seed + i) for i in range(n_images)]
+    content = [{"type": "image"} for _ in images] + [{"type": "text", "text": "Click OK."}]
+    proc = wf.view.processor
+    text = proc.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True)
+    import io
+
+    from PIL import Image
+
+    pil = [Image.open(io.BytesIO(b)) for b in images]
+    prompt = proc(text=[text], images=pil or None, return_tensors="pt")["input_ids"][0].tolist()
+    g = torch.Generator().manual_seed(seed)
+    out = torch.randint(0, 1000, (n_out,), generator=g).tolist()
+    return CallRecord(
+        prompt,
+        out,
+        [-float(i + 1) for i in range(n_out)],
+        version=3,
+        images=images,
+        finish_reason="stop",
+        latency_s=0.1,
+    )
+
+
+def episode(
+    wf: CUAWorkflow, turns: int, reward: float | None, status: str = "max_turns", seed: int = 0
+) -> Episode:
+    ep = Episode("miniwob/click-test", seed, "Click OK.", task_reward=reward, status=status)
+    for t in range(turns):
+        c = call(wf, n_images=min(t + 1, 2), n_out=3 + t, seed=seed * 10 + t)
+        ep.turns.append(
+            TurnRecord("<tool_call>{}</tool_call>", c, {"type": "click", "x": 1, "y": 2}, "ok", 0.1, 0.02)
+        )
+    return ep
+
+
+def rows_of(batch: dict) -> int:
+    return batch["input_ids"].shape[0]
+
+
+def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory):
+    wf = workflow_factory()
+    eps = [episode(wf, 1, 1.0, seed=1), episode(wf, 2, 0.0, seed=2), episode(wf, 3, 0.0, seed=3)]
+    batch = wf.group_to_batch(eps, {"task_id": "miniwob/click-test", "seed": 0})
+    assert batch is not None and rows_of(batch) == 6
+    check_trajectory_format(batch)
+    assert len(batch["multi_modal_input"]) == 6
+
+    # every row: output tokens under the loss mask, logprobs/versions on them only, images match the prompt
+    calls = [t.call for ep in eps for t in ep.turns]
+    for i, c in enumerate(calls):
+        mask = batch["loss_mask"][i].bool()
+        assert int(mask.sum()) == len(c.output_token_ids)
+        assert batch["input_ids"][i][mask].tolist() == c.output_token_ids
+        assert torch.allclose(batch["logprobs"][i][mask], torch.tensor(c.output_logprobs))
+        assert set(batch["versions"][i][mask].tolist()) == {3}
+        grid = batch["multi_modal_input"][i]["image_grid_thw"]
+        n_img = int((batch["input_ids"][i] == wf.view.image_token_id).sum())
+        assert n_img == int((grid.prod(-1) // 4).sum()) == 640 * len(c.images)
+
+    # rewards: each turn carries its episode's group-normalised return (discount 1)
+    adv = normalise_group([1.0, 0.0, 0.0])
+    expected = [adv[0]] + [adv[1]] * 2 + [adv[2]] * 3
+    assert torch.allclose(batch["rewards"], torch.tensor(expected), atol=1e-6)
+    assert math.isclose(sum(adv), 0.0, abs_tol=1e-6)
+
+
+def test_turn_discount_and_format_penalty(workflow_factory):
+    wf = workflow_factory(turn_discount=0.5, format_penalty=0.25)
+    a, b = episode(wf, 2, 1.0, seed=4), episode(wf, 2, 1.0, seed=5)
+    b.format_failures = 2  # same task reward, but two unparseable outputs: worse
+    batch = wf.group_to_batch([a, b], {"task_id": "t", "seed": 0})
+    adv = normalise_group([1.0, 1.0 - 0.5])
+    assert adv[0] > 0 > adv[1]
+    assert torch.allclose(
+        batch["rewards"], torch.tensor([adv[0] * 0.5, adv[0], adv[1] * 0.5, adv[1]]), atol=1e-6
+    )
+
+
+def test_group_with_too_many_infra_failures_is_rejected_not_zero(workflow_factory):
+    wf = workflow_factory()
+    eps = [
+        episode(wf, 2, 1.0, seed=6),
+        episode(wf, 1, None, status="infra_error", seed=7),
+        Episode("miniwob/click-test", 8, status="infra_error", error="SandboxDied: box gone"),
+    ]
+    assert wf.group_to_batch(eps, {"task_id": "miniwob/click-test", "seed": 8}) is None
+    assert wf.stats["groups_rejected"] == 1 and wf.stats["infra_failures"] == 2
+    lines = [json.loads(x) for x in Path(wf.rollouts_path).read_text().splitlines()]
+    assert [r["status"] for r in lines] == ["max_turns", "infra_error", "infra_error"]
+    assert all(r["advantage"] is None for r in lines)  # nobody was trained on
+
+
+def test_row_that_disagrees_with_server_drops_its_episode(workflow_factory):
+    wf = workflow_factory(min_group_size=2)
+    good1, good2, bad = (
+        episode(wf, 1, 1.0, seed=9),
+        episode(wf, 1, 0.0, seed=10),
+        episode(wf, 1, 0.0, seed=11),
+    )
+    bad.turns[0].call.prompt_token_ids.remove(wf.view.image_token_id)  # processor drift: one pad short
+    batch = wf.group_to_batch([good1, good2, bad], {"task_id": "t", "seed": 0})
+    assert batch is not None and rows_of(batch) == 2
+    assert bad.status == "infra_error" and "RowMismatchError" in bad.error
+
+
+def test_rollouts_jsonl_and_screenshots(workflow_factory):
+    wf = workflow_factory()
+    eps = [episode(wf, 2, 1.0, seed=12), episode(wf, 1, 0.0, seed=13)]
+    wf.group_to_batch(eps, {"task_id": "t", "seed": 0})
+    rec = [json.loads(x) for x in Path(wf.rollouts_path).read_text().splitlines()][-2:]
+    assert rec[0]["task_reward"] == 1.0 and rec[0]["advantage"] > 0 > rec[1]["advantage"]
+    assert [len(r["turns"]) for r in rec] == [2, 1]
+    assert rec[0]["turns"][1]["images"] == 2 and rec[0]["turns"][1]["version"] == 3
+    shots = sorted((Path(wf.rollouts_path).parent / "screenshots").rglob("*.png"))
+    assert len(shots) >= 3
