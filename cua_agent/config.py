@@ -1,0 +1,201 @@
+"""Experiment configuration: AReaL's `GRPOConfig` plus the sections of the computer-use agent.
+
+Loaded with `areal.api.cli_args.load_expr_config(argv, CUAGRPOConfig)` from YAML + `key=value` overrides.
+Validation runs when OmegaConf instantiates the dataclasses, so a bad value fails at load time with the
+name of the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from areal.api.cli_args import GRPOConfig
+
+from cua_agent.actions import CONVENTIONS
+
+PARSE_FAILURE_MODES = ("noop", "end")
+SANDBOX_BACKENDS = ("docker", "local")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+def _check(ok: bool, name: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}: {message}")
+
+
+@dataclass
+class InferenceConfig:
+    """Where the policy is served: stock vLLM servers reached over HTTP."""
+
+    # "host:port" of each vLLM server; empty = env AREAL_LLM_SERVER_ADDRS, or a local server (launch_local).
+    addresses: list[str] = field(default_factory=list)
+    # Start a vLLM CPU server on actor.path for the run (stopped at the end, also on error/Ctrl-C).
+    launch_local: bool = False
+    # None = read tie_word_embeddings from each weight-sync checkpoint.
+    tied_embeddings: bool | None = None
+
+    def __post_init__(self) -> None:
+        for i, addr in enumerate(self.addresses):
+            host, _, port = str(addr).rpartition(":")
+            _check(
+                bool(host) and port.isdigit(), f"inference.addresses[{i}]", f"expected host:port, got {addr!r}"
+            )
+        _check(
+            not (self.launch_local and self.addresses),
+            "inference.launch_local",
+            "set either inference.addresses or inference.launch_local, not both",
+        )
+
+
+@dataclass
+class AgentConfig:
+    """The episode loop and how its turns become training rows."""
+
+    group_size: int = 4  # episodes per task (GRPO group)
+    min_group_size: int = 2  # fewer surviving episodes -> the group is rejected
+    max_turns: int = 6
+    history_screenshots: int = 2  # last K screenshots in the prompt
+    coordinate_convention: str = "absolute"
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    on_parse_failure: str = "noop"  # "noop": keep going, "end": end the episode
+    format_penalty: float = 0.1
+    turn_discount: float = 1.0
+    turn_timeout_s: float = 180.0
+    episode_timeout_s: float = 900.0
+    max_prompt_tokens: int = 6000
+    rollouts_file: str = "rollouts.jsonl"
+    save_screenshots: bool = False
+
+    def __post_init__(self) -> None:
+        _check(self.group_size >= 1, "agent.group_size", f"must be >= 1, got {self.group_size}")
+        _check(
+            1 <= self.min_group_size <= self.group_size,
+            "agent.min_group_size",
+            f"must be in [1, agent.group_size={self.group_size}], got {self.min_group_size}",
+        )
+        _check(self.max_turns >= 1, "agent.max_turns", f"must be >= 1, got {self.max_turns}")
+        _check(
+            self.history_screenshots >= 1,
+            "agent.history_screenshots",
+            f"must be >= 1 (the current screenshot), got {self.history_screenshots}",
+        )
+        _check(
+            self.coordinate_convention in CONVENTIONS,
+            "agent.coordinate_convention",
+            f"must be one of {CONVENTIONS}, got {self.coordinate_convention!r}",
+        )
+        _check(self.max_new_tokens >= 1, "agent.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
+        _check(self.temperature >= 0, "agent.temperature", f"must be >= 0, got {self.temperature}")
+        _check(
+            self.on_parse_failure in PARSE_FAILURE_MODES,
+            "agent.on_parse_failure",
+            f"must be one of {PARSE_FAILURE_MODES}, got {self.on_parse_failure!r}",
+        )
+        _check(self.format_penalty >= 0, "agent.format_penalty", f"must be >= 0, got {self.format_penalty}")
+        _check(
+            0 < self.turn_discount <= 1, "agent.turn_discount", f"must be in (0, 1], got {self.turn_discount}"
+        )
+        _check(self.turn_timeout_s > 0, "agent.turn_timeout_s", f"must be > 0, got {self.turn_timeout_s}")
+        _check(
+            self.episode_timeout_s >= self.turn_timeout_s,
+            "agent.episode_timeout_s",
+            f"must be >= agent.turn_timeout_s={self.turn_timeout_s}, got {self.episode_timeout_s}",
+        )
+        _check(
+            self.max_prompt_tokens > 0, "agent.max_prompt_tokens", f"must be > 0, got {self.max_prompt_tokens}"
+        )
+        _check(bool(self.rollouts_file), "agent.rollouts_file", "must not be empty")
+
+
+@dataclass
+class SandboxConfig:
+    backend: str = "docker"  # "docker" (Docker or podman through docker-py) | "local" (host processes)
+    image: str = "cua-sandbox:latest"
+    max_concurrency: int = 4
+    warm: int = 0  # sandboxes kept started ahead of demand
+    acquire_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        _check(
+            self.backend in SANDBOX_BACKENDS,
+            "sandbox.backend",
+            f"must be one of {SANDBOX_BACKENDS}, got {self.backend!r}",
+        )
+        _check(bool(self.image), "sandbox.image", "must not be empty")
+        _check(
+            self.max_concurrency >= 1, "sandbox.max_concurrency", f"must be >= 1, got {self.max_concurrency}"
+        )
+        _check(
+            0 <= self.warm <= self.max_concurrency,
+            "sandbox.warm",
+            f"must be in [0, sandbox.max_concurrency={self.max_concurrency}], got {self.warm}",
+        )
+        _check(
+            self.acquire_timeout_s > 0, "sandbox.acquire_timeout_s", f"must be > 0, got {self.acquire_timeout_s}"
+        )
+
+
+@dataclass
+class TasksConfig:
+    train_path: str = "tasks/miniwob.jsonl"
+    valid_path: str | None = None
+    train_split: str = "train"
+    task_ids: list[str] = field(default_factory=list)  # empty = all tasks of the split
+
+    def __post_init__(self) -> None:
+        _check(bool(self.train_path), "tasks.train_path", "must not be empty")
+
+
+@dataclass
+class CUAGRPOConfig(GRPOConfig):
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    # Import path of the RolloutWorkflow class; constructed as cls(config=config).
+    workflow: str = "cua_agent.workflow.CUAWorkflow"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        validate(self)
+
+
+def validate(config: CUAGRPOConfig) -> None:
+    """Cross-section rules: what our engine and workflow need from AReaL's own sections."""
+    _check(
+        config.actor.weight_update_mode == "disk",
+        "actor.weight_update_mode",
+        f"must be 'disk' (a stock vLLM server reloads weights from disk), got "
+        f"{config.actor.weight_update_mode!r}",
+    )
+    _check(
+        config.gconfig.n_samples == 1,
+        "gconfig.n_samples",
+        f"must be 1: the workflow runs agent.group_size episodes per task itself, got {config.gconfig.n_samples}",
+    )
+    _check(
+        config.actor.reward_norm is None,
+        "actor.reward_norm",
+        "must be null: rewards are normalised per group in the workflow (AReaL's group normaliser assumes "
+        "a fixed number of rows per group, episodes have a variable number of turns)",
+    )
+    _check(
+        ":" in config.rollout.backend and config.rollout.backend.split(":")[0] == "vllm",
+        "rollout.backend",
+        f"must be 'vllm:d<N>...' (the engine talks to vLLM servers), got {config.rollout.backend!r}",
+    )
+    _check(
+        config.actor.backend.startswith("fsdp:"),
+        "actor.backend",
+        f"must be 'fsdp:d<N>' (FSDP is the trainer this stack runs), got {config.actor.backend!r}",
+    )
+    _check(bool(config.workflow), "workflow", "must be an import path like 'pkg.module.Class'")
+    _check(
+        "." in config.workflow, "workflow", f"must be an import path like 'pkg.module.Class', got {config.workflow!r}"
+    )
+    if config.inference.launch_local:
+        _check(bool(config.actor.path), "actor.path", "inference.launch_local serves actor.path: set it")
