@@ -236,7 +236,14 @@ async def _click_widget(c: Ctx) -> None:
         "textarea": "TEXTAREA",
         "button": "BUTTON",
     }
-    await c.click(c.find(tag=tags[c.fields["target"]]))
+    # miniwob's field regex expects 'Click on a "..." widget.' and yields no fields for 'an'.
+    target = c.fields.get("target")
+    if target is None:
+        m = re.search(r'"([^"]+)"', c.state.get("utterance") or "")
+        if m is None:
+            raise OracleError(f"click-widget: no target in {c.state.get('utterance')!r}")
+        target = m.group(1)
+    await c.click(c.find(tag=tags[target]))
 
 
 @miniwob("click-collapsible")

@@ -1,0 +1,164 @@
+"""The agent loop and the workflow on real sandboxes (podman + chromium + MiniWoB++) and a real vLLM server.
+
+`ScriptedPolicy` stands in for a trained model, which the tiny random model is not: it reads the task's
+state (the oracle view) and *writes text* — tool calls in the model's coordinate convention, with prose
+around them — so what is tested is the agent's real path: text → parser → coordinate mapping → sandbox
+payload → OS input → the task's own verifier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from areal.infra.workflow_executor import check_trajectory_format
+
+from cua_agent.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
+from cua_agent.agent import EpisodeConfig, run_episode
+from cua_agent.client import ChatReply
+from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.processing import load_processor
+from cua_agent.workflow import CUAWorkflow, ModelView
+from sandbox.backends import make_backend
+from sandbox.base import SandboxSpec
+from sandbox.oracle import Ctx
+from sandbox.pool import SandboxPool
+from tests.agent.test_workflow_rows import config
+
+pytestmark = pytest.mark.slow
+
+
+def center(el: dict) -> tuple[int, int]:
+    return round(el["x"] + el["w"] / 2), round(el["y"] + el["h"] / 2)
+
+
+class ScriptedPolicy:
+    """Plans from the task state after reset, then answers each chat call with the next tool call."""
+
+    def __init__(self, sandbox, mapping: CoordinateMapping):
+        self.sb, self.mapping = sandbox, mapping
+        self.plan: list | None = None
+        self.calls = 0
+
+    async def _make_plan(self) -> list:
+        c = Ctx(self.sb, await self.sb.oracle())
+        task = c.state["task"]
+        if task == "miniwob/click-test":
+            return [Click(*center(c.find(tag="BUTTON")))]
+        if task == "miniwob/click-button":
+            return [Click(*center(c.find(tag="BUTTON", text=c.fields["target"])))]
+        if task == "miniwob/enter-text":
+            return [
+                Click(*center(c.find(tag="INPUT_text"))),
+                TypeText(c.fields["target"]),
+                Click(*center(c.find(tag="BUTTON", text="Submit"))),
+            ]
+        raise AssertionError(task)
+
+    async def chat(self, messages, images) -> ChatReply:
+        assert images and messages[-1]["role"] == "user"
+        if self.plan is None:
+            self.plan = await self._make_plan()
+        self.calls += 1
+        action = self.plan.pop(0) if self.plan else Done(success=True)
+        return ChatReply(f"Looking at the screen, I act.\n{format_tool_call(action, self.mapping)}")
+
+
+class Garbage:
+    async def chat(self, messages, images) -> ChatReply:
+        return ChatReply("I think the button is somewhere { not json ) <tool_call> {'x': nan}")
+
+
+@pytest.fixture(scope="module")
+def view() -> ModelView:
+    return ModelView(load_processor(MODELS["untied"]), "absolute")
+
+
+@pytest.fixture
+async def pool():
+    p = await SandboxPool(make_backend("docker"), SandboxSpec(), max_size=2).start()
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
+@pytest.mark.parametrize("convention", ["absolute", "relative_1000"])
+async def test_scripted_policy_solves_tasks_through_the_agent_loop(pool, view, convention):
+    cfg = EpisodeConfig(max_turns=5, episode_timeout_s=120)
+    for task_id in ("miniwob/click-test", "miniwob/click-button", "miniwob/enter-text"):
+        async with pool.sandbox() as sb:
+            mapping = ModelView(view.processor, convention).mapping(*sb.spec.screen)
+            policy = ScriptedPolicy(sb, mapping)
+            ep = await run_episode(sb, policy, {"task_id": task_id, "seed": 11}, cfg, mapping)
+        assert ep.status == "done" and ep.error is None, (task_id, ep.error)
+        assert ep.task_reward == 1.0, (task_id, convention, [t.action for t in ep.turns])
+        assert ep.format_failures == 0 and ep.instruction
+
+
+async def test_garbage_output_is_a_format_failure_not_an_error(pool, view):
+    cfg = EpisodeConfig(max_turns=3, episode_timeout_s=120)
+    async with pool.sandbox() as sb:
+        ep = await run_episode(
+            sb, Garbage(), {"task_id": "miniwob/click-test", "seed": 1}, cfg, view.mapping(1280, 800)
+        )
+    assert ep.status == "max_turns" and ep.ok
+    assert ep.format_failures == 3 and ep.task_reward == 0.0
+    assert all(t.action is None and t.note.startswith("no valid action") for t in ep.turns)
+
+
+async def test_box_killed_mid_episode_is_an_infra_error(pool, view):
+    class KillAfterFirstCall(Garbage):
+        def __init__(self, sb):
+            self.sb = sb
+
+        async def chat(self, messages, images):
+            await asyncio.to_thread(self.sb.backend.remove_sync, self.sb.id)
+            return await super().chat(messages, images)
+
+    cfg = EpisodeConfig(max_turns=3, episode_timeout_s=60)
+    sb = await pool.acquire()
+    ep = await run_episode(
+        sb, KillAfterFirstCall(sb), {"task_id": "miniwob/click-test", "seed": 2}, cfg, view.mapping(1280, 800)
+    )
+    await pool.release(sb, broken=True)
+    assert ep.status == "infra_error" and not ep.ok and ep.task_reward is None
+    assert ep.wall_s < 60
+
+
+async def test_workflow_with_real_engine_and_sandboxes(vllm_servers, tmp_path: Path):
+    from areal.api.cli_args import InferenceEngineConfig
+
+    from cua_agent.inference.engine import StockVLLMEngine
+
+    engine = StockVLLMEngine(
+        InferenceEngineConfig(
+            experiment_name="wf",
+            trial_name=uuid.uuid4().hex[:6],
+            request_timeout=120,
+            request_retries=2,
+            setup_timeout=60,
+        )
+    )
+    engine.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+    wf = CUAWorkflow(
+        config(group_size=2, min_group_size=2, max_turns=2, max_new_tokens=12),
+        rollouts_path=tmp_path / "rollouts.jsonl",
+    )
+    try:
+        (batch,) = engine.rollout_batch(
+            [{"task_id": "miniwob/click-test", "seed": 5, "max_turns": 2}], workflow=wf
+        )
+    finally:
+        await wf.close()
+        engine.destroy()
+    check_trajectory_format(batch)
+    episodes = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert len(episodes) == 2 and all(e["status"] in ("max_turns", "done") for e in episodes)
+    n_calls = sum(len(e["turns"]) for e in episodes)
+    assert batch["input_ids"].shape[0] == n_calls == len(batch["multi_modal_input"])
+    assert all(t["version"] == 0 and t["images"] >= 1 for e in episodes for t in e["turns"])
+    assert not [b for b in make_backend("docker").list_boxes() if b["status"] == "running"]
