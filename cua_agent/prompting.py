@@ -1,0 +1,227 @@
+"""System prompt and chat messages for one agent turn, within an enforced token budget.
+
+Layout of the messages (OpenAI chat format):
+    system     the action space and the output format (format_tool_call in actions.py)
+    user       task instruction; a text log of earlier turns whose screenshots are not sent; the first
+               screenshot of the window
+    assistant  the model's own output of that turn (echoed verbatim)
+    user       what that action did; the next screenshot
+    ...        (one assistant/user pair per turn inside the window)
+    user       ends with the current screenshot; the model answers next.
+The window holds the last K screenshots. A budget drops, in order: the oldest log lines, then the oldest
+screenshots in the window (their turns move to the log); never the instruction or the current screenshot.
+
+Render a deep copy with an HF processor: transformers 5.3's processor.apply_chat_template rewrites
+image_url parts in place into {"type": "image", "url": ...}, which is no longer OpenAI format.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cua_agent.actions import MAX_SCROLL, MAX_WAIT_S, Action, CoordinateMapping, to_arguments
+
+NOTE_CHARS = 200  # a result note longer than this is cut: notes are for the model, not for debugging
+
+Messages = list[dict[str, Any]]
+TokenCounter = Callable[[Messages], int]
+
+
+def _coordinate_help(mapping: CoordinateMapping) -> str:
+    if mapping.convention == "relative_1000":
+        return (
+            "Coordinates are relative: both axes are normalised to 0-1000 whatever the screenshot's size. "
+            "[0, 0] is the top-left corner, [1000, 1000] the bottom-right, [500, 500] the centre."
+        )
+    w, h = mapping.model_size
+    return (
+        f"Coordinates are integer pixels of the screenshot as you see it ({w}x{h}): x from 0 (left) to "
+        f"{w - 1}, y from 0 (top) to {h - 1}."
+    )
+
+
+def system_prompt(mapping: CoordinateMapping) -> str:
+    """The action space and the exact format the parser prefers, with coordinates in the model's convention."""
+    mw, mh = mapping.model_size
+    cx, cy = mw // 2, mh // 2
+    return f"""You are a computer-use agent. You see screenshots of a desktop and operate it with mouse and keyboard \
+actions until the task is complete.
+
+# Output format
+Think briefly if useful, then output exactly one action as a tool call, for example:
+<tool_call>
+{{"name": "computer", "arguments": {{"action": "click", "coordinate": [{cx}, {cy}]}}}}
+</tool_call>
+Only the first tool call is executed. After each action you receive a new screenshot.
+
+# Actions ("arguments" of the tool call)
+- {{"action": "click", "coordinate": [x, y]}}: left click. Also "double_click", "right_click", and "move" \
+(move the pointer without clicking), with the same fields.
+- {{"action": "drag", "start_coordinate": [x1, y1], "end_coordinate": [x2, y2]}}: press at the start, \
+release at the end.
+- {{"action": "scroll", "coordinate": [x, y], "direction": "down", "amount": 3}}: scroll the mouse wheel at \
+[x, y]; direction is up, down, left or right; amount is wheel clicks, 1 to {MAX_SCROLL}.
+- {{"action": "type", "text": "hello"}}: type text into the focused element.
+- {{"action": "key", "keys": "ctrl+s"}}: press a key or combination: modifiers ctrl, alt, shift, super \
+joined with +, then a key (a letter, Return, Escape, Tab, BackSpace, Delete, Up, Down, Left, Right, Home, End, \
+Prior, Next, F1-F12, space).
+- {{"action": "wait", "seconds": 1}}: wait for the screen to change (at most {MAX_WAIT_S:g} seconds).
+- {{"action": "done", "success": true, "answer": "..."}}: finish. success is false when the task cannot be \
+done; answer only when the task asks a question.
+
+# Coordinates
+{_coordinate_help(mapping)}"""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One past turn: what the model said, what was parsed from it, what happened."""
+
+    output: str  # the model's raw output, echoed as the assistant message
+    action: Action | None  # None when nothing valid could be parsed
+    note: str = "ok"  # result for the model: "ok", "error: ...", "no valid action: ..."
+
+
+@dataclass(frozen=True)
+class Prompt:
+    messages: Messages
+    images: list[bytes]  # exactly the screenshots embedded in `messages`, in order of appearance
+    image_indices: list[int]  # their positions in the `screenshots` argument
+    n_tokens: int | None  # count_tokens(messages) + image_tokens * len(images); None without a counter
+    omitted_turns: int  # turns left out of the text log by the budget
+
+
+class PromptBudgetError(ValueError):
+    """Even instruction + current screenshot does not fit the budget."""
+
+    def __init__(self, needed: int, budget: int, image_tokens: int) -> None:
+        super().__init__(
+            f"prompt needs at least {needed} tokens (instruction, system prompt and the current screenshot "
+            f"at {image_tokens} image tokens), budget is {budget}"
+        )
+        self.needed = needed
+        self.budget = budget
+
+
+def image_part(data: bytes, mime: str = "image/png") -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{mime};base64,{base64.b64encode(data).decode()}"},
+    }
+
+
+def _note(text: str) -> str:
+    one_line = " ".join(str(text).split())
+    return one_line if len(one_line) <= NOTE_CHARS else one_line[: NOTE_CHARS - 3] + "..."
+
+
+def _log_line(i: int, turn: Turn, mapping: CoordinateMapping) -> str:
+    if turn.action is None:
+        what = "(no action parsed)"
+    else:  # in the model's own coordinates, as it would have written it
+        what = json.dumps(to_arguments(turn.action, mapping), ensure_ascii=False)
+    return f"Turn {i + 1}: {what} -> {_note(turn.note)}"
+
+
+def _render(
+    instruction: str,
+    history: Sequence[Turn],
+    parts: list[dict[str, Any]],
+    window: int,
+    log_kept: int,
+    mapping: CoordinateMapping,
+    system: str,
+) -> tuple[Messages, list[int]]:
+    """Messages with the last `window` screenshots and the last `log_kept` turns before the window as text."""
+    n = len(history)
+    first = n + 1 - window  # index of the first screenshot sent; turns before it are text only
+    omitted = first - log_kept
+    text = f"Task: {instruction}"
+    if first > 0:
+        lines = ["\n\nEarlier turns (screenshots not shown, coordinates as you wrote them):"]
+        if omitted:
+            lines.append(f"[{omitted} earlier turn{'s' if omitted > 1 else ''} omitted]")
+        lines += [_log_line(i, history[i], mapping) for i in range(omitted, first)]
+        text += "\n".join(lines)
+    label = "Current screenshot:" if first == n else f"Screenshot before turn {first + 1}:"
+    user: list[dict[str, Any]] = [{"type": "text", "text": f"{text}\n\n{label}"}, parts[first]]
+    messages: Messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    for i in range(first, n):
+        messages.append({"role": "assistant", "content": history[i].output})
+        label = "Current screenshot:" if i + 1 == n else f"Screenshot before turn {i + 2}:"
+        result = f"Turn {i + 1} result: {_note(history[i].note)}\n\n{label}"
+        messages.append({"role": "user", "content": [{"type": "text", "text": result}, parts[i + 1]]})
+    return messages, list(range(first, n + 1))
+
+
+def build_messages(
+    instruction: str,
+    history: Sequence[Turn],
+    screenshots: Sequence[bytes],
+    k_last: int,
+    mapping: CoordinateMapping,
+    *,
+    count_tokens: TokenCounter | None = None,
+    max_tokens: int | None = None,
+    image_tokens: int = 0,
+    system: str | None = None,
+    mime: str = "image/png",
+) -> Prompt:
+    """Chat messages for the next model call.
+
+    screenshots[i] is the observation before turn i (so len(screenshots) == len(history) + 1 and the last
+    one is the current screen). k_last: how many of the latest screenshots to send.
+    Budget (with max_tokens): total = count_tokens(messages) + image_tokens * images must be <= max_tokens.
+    image_tokens is what each image costs beyond what count_tokens sees (with a real tokenizer and chat
+    template, the image's expanded token count minus its placeholder). Raises PromptBudgetError when even
+    the system prompt, the instruction and the current screenshot do not fit.
+    """
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise ValueError("instruction must be a non-empty string")
+    if len(screenshots) != len(history) + 1:
+        raise ValueError(
+            f"need one screenshot per past turn plus the current one: {len(history)} turns, "
+            f"{len(screenshots)} screenshots"
+        )
+    if k_last < 1:
+        raise ValueError(f"k_last must be >= 1, got {k_last}")
+    if (max_tokens is None) != (count_tokens is None):
+        raise ValueError("max_tokens and count_tokens go together")
+    if image_tokens < 0:
+        raise ValueError("image_tokens must be >= 0")
+    system = system_prompt(mapping) if system is None else system
+    parts = [image_part(s, mime) for s in screenshots]  # encoded once, reused by every candidate layout
+    n = len(history)
+
+    def render(window: int, log_kept: int) -> tuple[Messages, list[int]]:
+        return _render(instruction, history, parts, window, log_kept, mapping, system)
+
+    def prompt(msgs: Messages, idx: list[int], omitted: int) -> Prompt:
+        cost = None if count_tokens is None else count_tokens(msgs) + image_tokens * len(idx)
+        return Prompt(msgs, [screenshots[i] for i in idx], idx, cost, omitted)
+
+    max_window = min(k_last, n + 1)
+    if count_tokens is None or max_tokens is None:
+        return prompt(*render(max_window, n + 1 - max_window), 0)
+
+    for window in range(max_window, 0, -1):
+        n_log = n + 1 - window  # turns before the window
+        best = prompt(*render(window, 0), n_log)
+        if best.n_tokens is None or best.n_tokens > max_tokens:
+            continue  # even without the log this window is too big: drop the oldest screenshot
+        # The longest log (newest lines kept) that fits: binary search, every candidate measured.
+        lo, hi = 1, n_log
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            cand = prompt(*render(window, mid), n_log - mid)
+            if cand.n_tokens is not None and cand.n_tokens <= max_tokens:
+                best, lo = cand, mid + 1
+            else:
+                hi = mid - 1
+        return best
+    minimum = prompt(*render(1, 0), n).n_tokens
+    raise PromptBudgetError(minimum or 0, max_tokens, image_tokens)
