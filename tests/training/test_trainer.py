@@ -1,0 +1,171 @@
+"""AReaL's PPOTrainer (FSDP on CPU over gloo) trains through `train_areal.py` against a real vLLM CPU server.
+
+The run is a subprocess (FSDP and torch.distributed state are process-global) in its own session, so the
+test can check that it leaves nothing running. Its workflow, defined here, is one chat turn per episode
+on a synthetic 1280x800 screenshot; the reward is a deterministic function of the sampled tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import torch
+from areal.api.workflow_api import RolloutWorkflow
+from areal.utils.data import concat_padded_tensors
+
+from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.local_server import REPO
+from cua_agent.inference.processing import load_processor
+from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from tests.inference.reference import chat_messages, screenshot
+
+RUN_TIMEOUT_S = 600
+
+
+def token_reward(output_ids: list[int], vocab_size: int) -> float:
+    """Fraction of sampled tokens in the lower half of the vocabulary: learnable, deterministic."""
+    return sum(t < vocab_size // 2 for t in output_ids) / max(1, len(output_ids))
+
+
+class SyntheticChatWorkflow(RolloutWorkflow):
+    """A group of agent.group_size one-turn episodes on one screenshot → one row per episode, rewards
+    normalised within the group (as the real workflow does: actor.reward_norm is null)."""
+
+    def __init__(self, config: CUAGRPOConfig):
+        self.group_size = config.agent.group_size
+        self.sampling = SamplingParams(
+            max_tokens=config.agent.max_new_tokens, temperature=config.agent.temperature
+        )
+        self.processor = load_processor(config.actor.path)
+        tok = self.processor.tokenizer
+        self.image_token_id = tok.convert_tokens_to_ids("<|image_pad|>")
+        self.vocab_size = len(tok)
+
+    async def arun_episode(self, engine: StockVLLMEngine, data: dict[str, Any]) -> dict[str, Any]:
+        image = screenshot(int(data["seed"]))
+        messages = chat_messages([image], "Click OK.")
+        turns = await asyncio.gather(
+            *(engine.achat(messages, self.sampling, rid=uuid.uuid4().hex) for _ in range(self.group_size))
+        )
+        ip = self.processor.image_processor
+        pixels = ip(images=[image], return_tensors="pt")
+        n_image_tokens = int((pixels["image_grid_thw"].prod(-1) // ip.merge_size**2).sum())
+        rewards = torch.tensor(
+            [token_reward(t.generation.output_token_ids, self.vocab_size) for t in turns]
+        )
+        rewards = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-6)
+        rows = []
+        for turn, reward in zip(turns, rewards, strict=True):
+            g = turn.generation
+            prompt, out = g.prompt_token_ids, g.output_token_ids
+            seen = sum(t == self.image_token_id for t in prompt)
+            if seen != n_image_tokens:
+                raise AssertionError(f"{seen} image tokens in the prompt, processor expects {n_image_tokens}")
+            ids = prompt + out
+            rows.append(
+                {
+                    "input_ids": torch.tensor([ids]),
+                    "attention_mask": torch.ones(1, len(ids), dtype=torch.bool),
+                    "loss_mask": torch.tensor([[0] * len(prompt) + [1] * len(out)], dtype=torch.int32),
+                    "logprobs": torch.tensor([[0.0] * len(prompt) + g.output_logprobs]),
+                    "versions": torch.tensor([[-1] * len(prompt) + [turn.version] * len(out)], dtype=torch.int32),
+                    "mm_token_type_ids": torch.tensor([[int(t == self.image_token_id) for t in ids]]),
+                    "rewards": reward.reshape(1).float(),
+                    "multi_modal_input": [
+                        {"pixel_values": pixels["pixel_values"], "image_grid_thw": pixels["image_grid_thw"]}
+                    ],
+                }
+            )
+        return concat_padded_tensors(rows)
+
+
+async def _probe(address: str) -> tuple[int | None, list[float]]:
+    """Served weight version, and greedy logprobs on a fixed screenshot (they move when weights do)."""
+    server = VLLMServer(address)
+    try:
+        gen = await server.chat(
+            chat_messages([screenshot(123)], "Click OK."),
+            SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True),
+        )
+        return await server.weight_version(), gen.output_logprobs
+    finally:
+        await close_loop_session()
+
+
+def _left_in_session(sid: int) -> list[str]:
+    left = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if os.getsid(p.pid) == sid:
+                left.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:200]}")
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    return left
+
+
+@pytest.mark.slow
+def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path: Path):
+    server = vllm_servers["untied"]
+    _, before = asyncio.run(_probe(server.address))
+    exp_dir = tmp_path / "exp"
+    cmd = [
+        sys.executable,
+        "train_areal.py",
+        "--config",
+        "configs/local_cpu.yaml",
+        f"cluster.fileroot={exp_dir}",
+        "total_train_steps=2",
+        "inference.launch_local=false",
+        f'inference.addresses=["{server.address}"]',
+        "workflow=tests.training.test_trainer.SyntheticChatWorkflow",
+        "tasks.task_ids=[miniwob/click-button]",
+        "agent.group_size=2",
+        "agent.min_group_size=2",
+        "agent.max_new_tokens=8",
+        "train_dataset.batch_size=1",
+        "actor.optimizer.lr=1e-3",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    env.pop("WANDB_API_KEY", None)
+    log = tmp_path / "run.log"
+    start = time.monotonic()
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            rc = proc.wait(RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+    elapsed = time.monotonic() - start
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+    assert rc == 0, f"train_areal.py exited {rc} after {elapsed:.0f}s:\n{tail}"
+    time.sleep(1)
+    assert _left_in_session(proc.pid) == [], "the run left processes behind"
+
+    version, after = asyncio.run(_probe(server.address))
+    assert version == 2, f"served weight version {version} after 2 steps"
+    assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 1e-4, (before, after)
+
+    training_log = exp_dir / "logs" / "training.log"
+    assert "Train step 2/" in training_log.read_text(errors="replace")
+    assert list((exp_dir / "logs" / "tensorboard").glob("events.out.tfevents.*"))
+    trial = exp_dir / "checkpoints" / getpass.getuser() / "cua-local" / "trial0"
+    assert (trial / "recover_info" / "step_info.json").is_file()
+    assert (trial / "default" / "recover_checkpoint").is_dir()
+    assert list((trial / "default").glob("epoch*globalstep1/config.json")), sorted(
+        p.name for p in (trial / "default").iterdir()
+    )
+    print(f"\n2-step GRPO run: {elapsed:.0f}s")
