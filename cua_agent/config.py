@@ -41,7 +41,9 @@ class InferenceConfig:
         for i, addr in enumerate(self.addresses):
             host, _, port = str(addr).rpartition(":")
             _check(
-                bool(host) and port.isdigit(), f"inference.addresses[{i}]", f"expected host:port, got {addr!r}"
+                bool(host) and port.isdigit(),
+                f"inference.addresses[{i}]",
+                f"expected host:port, got {addr!r}",
             )
         _check(
             not (self.launch_local and self.addresses),
@@ -106,7 +108,9 @@ class AgentConfig:
             f"must be >= agent.turn_timeout_s={self.turn_timeout_s}, got {self.episode_timeout_s}",
         )
         _check(
-            self.max_prompt_tokens > 0, "agent.max_prompt_tokens", f"must be > 0, got {self.max_prompt_tokens}"
+            self.max_prompt_tokens > 0,
+            "agent.max_prompt_tokens",
+            f"must be > 0, got {self.max_prompt_tokens}",
         )
         _check(bool(self.rollouts_file), "agent.rollouts_file", "must not be empty")
 
@@ -135,7 +139,9 @@ class SandboxConfig:
             f"must be in [0, sandbox.max_concurrency={self.max_concurrency}], got {self.warm}",
         )
         _check(
-            self.acquire_timeout_s > 0, "sandbox.acquire_timeout_s", f"must be > 0, got {self.acquire_timeout_s}"
+            self.acquire_timeout_s > 0,
+            "sandbox.acquire_timeout_s",
+            f"must be > 0, got {self.acquire_timeout_s}",
         )
 
 
@@ -195,7 +201,9 @@ def validate(config: CUAGRPOConfig) -> None:
     )
     _check(bool(config.workflow), "workflow", "must be an import path like 'pkg.module.Class'")
     _check(
-        "." in config.workflow, "workflow", f"must be an import path like 'pkg.module.Class', got {config.workflow!r}"
+        "." in config.workflow,
+        "workflow",
+        f"must be an import path like 'pkg.module.Class', got {config.workflow!r}",
     )
     if config.inference.launch_local:
         _check(bool(config.actor.path), "actor.path", "inference.launch_local serves actor.path: set it")

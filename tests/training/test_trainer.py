@@ -61,9 +61,7 @@ class SyntheticChatWorkflow(RolloutWorkflow):
         ip = self.processor.image_processor
         pixels = ip(images=[image], return_tensors="pt")
         n_image_tokens = int((pixels["image_grid_thw"].prod(-1) // ip.merge_size**2).sum())
-        rewards = torch.tensor(
-            [token_reward(t.generation.output_token_ids, self.vocab_size) for t in turns]
-        )
+        rewards = torch.tensor([token_reward(t.generation.output_token_ids, self.vocab_size) for t in turns])
         rewards = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-6)
         rows = []
         for turn, reward in zip(turns, rewards, strict=True):
@@ -79,7 +77,9 @@ class SyntheticChatWorkflow(RolloutWorkflow):
                     "attention_mask": torch.ones(1, len(ids), dtype=torch.bool),
                     "loss_mask": torch.tensor([[0] * len(prompt) + [1] * len(out)], dtype=torch.int32),
                     "logprobs": torch.tensor([[0.0] * len(prompt) + g.output_logprobs]),
-                    "versions": torch.tensor([[-1] * len(prompt) + [turn.version] * len(out)], dtype=torch.int32),
+                    "versions": torch.tensor(
+                        [[-1] * len(prompt) + [turn.version] * len(out)], dtype=torch.int32
+                    ),
                     "mm_token_type_ids": torch.tensor([[int(t == self.image_token_id) for t in ids]]),
                     "rewards": reward.reshape(1).float(),
                     "multi_modal_input": [

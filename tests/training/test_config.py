@@ -1,0 +1,74 @@
+"""CUAGRPOConfig loads from the shipped YAML files + overrides, and rejects bad values naming the field."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from areal.api.cli_args import load_expr_config
+
+from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.local_server import REPO
+
+
+def load(tmp_path, *overrides: str, config: str = "configs/local_cpu.yaml") -> CUAGRPOConfig:
+    argv = ["--config", str(REPO / config), f"cluster.fileroot={tmp_path}", *overrides]
+    cfg, _ = load_expr_config(argv, CUAGRPOConfig)
+    return cfg
+
+
+@pytest.mark.parametrize("config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml"])
+def test_shipped_configs_load(tmp_path, config):
+    cfg = load(tmp_path, config=config)
+    assert isinstance(cfg, CUAGRPOConfig)
+    assert cfg.actor.weight_update_mode == "disk" and cfg.gconfig.n_samples == 1
+    assert cfg.actor.reward_norm is None and cfg.actor.adv_norm is not None
+    assert cfg.rollout.backend.startswith("vllm:") and cfg.actor.backend.startswith("fsdp:")
+    assert cfg.recover.mode == "auto"
+
+
+def test_defaults_and_overrides(tmp_path):
+    cfg = load(
+        tmp_path,
+        "agent.group_size=8",
+        'inference.addresses=["10.0.0.1:8000","10.0.0.2:8000"]',
+        "inference.launch_local=false",
+        "tasks.task_ids=[miniwob/click-button]",
+    )
+    assert cfg.agent.group_size == 8 and cfg.agent.min_group_size == 2
+    assert cfg.inference.addresses == ["10.0.0.1:8000", "10.0.0.2:8000"]
+    assert cfg.tasks.task_ids == ["miniwob/click-button"]
+    assert cfg.sandbox.backend == "docker" and cfg.workflow == "cua_agent.workflow.CUAWorkflow"
+    assert cfg.inference.tied_embeddings is None
+    # every AReaL section writes under the experiment directory
+    for section in (cfg.saver, cfg.recover, cfg.stats_logger, cfg.evaluator, cfg.rollout):
+        assert section.fileroot == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("agent.group_size=0", "agent.group_size"),
+        ("agent.min_group_size=5", "agent.min_group_size"),
+        ("agent.coordinate_convention=pixels", "agent.coordinate_convention"),
+        ("agent.on_parse_failure=retry", "agent.on_parse_failure"),
+        ("agent.turn_discount=0", "agent.turn_discount"),
+        ("agent.episode_timeout_s=10", "agent.episode_timeout_s"),
+        ("sandbox.backend=kubernetes", "sandbox.backend"),
+        ("sandbox.warm=9", "sandbox.warm"),
+        ('inference.addresses=["localhost"]', "inference.addresses[0]"),
+        ("actor.weight_update_mode=xccl", "actor.weight_update_mode"),
+        ("gconfig.n_samples=4", "gconfig.n_samples"),
+        ("+actor.reward_norm.mean_level=group", "actor.reward_norm"),
+        ("rollout.backend=sglang:d1", "rollout.backend"),
+        ("workflow=CUAWorkflow", "workflow"),
+    ],
+)
+def test_bad_values_name_the_field(tmp_path, override, field):
+    with pytest.raises(ValueError, match="^" + re.escape(field) + ": "):
+        load(tmp_path, override)
+
+
+def test_addresses_and_launch_local_are_exclusive(tmp_path):
+    with pytest.raises(ValueError, match=r"^inference\.launch_local: "):
+        load(tmp_path, 'inference.addresses=["127.0.0.1:8000"]', "inference.launch_local=true")
