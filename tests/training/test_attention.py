@@ -1,0 +1,31 @@
+"""On CPU (sdpa) the trainer's attention keeps AReaL's packed sequences apart, as flash-attention's varlen
+kernels do on GPUs."""
+
+from __future__ import annotations
+
+import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from cua_agent.trainer import _segmented_sdpa
+
+
+class _Causal(torch.nn.Module):
+    is_causal = True
+
+
+def test_packed_sequences_attend_only_within_themselves():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 11, 8) for _ in range(3))
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)  # two sequences + 2 padding tokens
+    packed, _ = _segmented_sdpa(_Causal(), q, k, v, None, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    for a, b in ((0, 4), (4, 9), (9, 11)):
+        alone, _ = sdpa_attention_forward(_Causal(), q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], None)
+        torch.testing.assert_close(packed[:, a:b], alone)
+    whole, _ = sdpa_attention_forward(_Causal(), q, k, v, None)
+    assert not torch.allclose(packed[:, 4:9], whole[:, 4:9]), "plain sdpa leaks across sequences"
+
+
+def test_unpacked_calls_are_plain_sdpa():
+    q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))
+    out, _ = _segmented_sdpa(_Causal(), q, k, v, None)
+    torch.testing.assert_close(out, sdpa_attention_forward(_Causal(), q, k, v, None)[0])
