@@ -1,10 +1,16 @@
 """Training entry point: `python train_areal.py --config configs/local_cpu.yaml [key=value ...]`.
 
-Also runs under AReaL's SPMD launcher, which then only wraps it in torchrun (AREAL_SPMD_MODE=1):
-    python -m areal.infra.launcher.local train_areal.py --config configs/cua_grpo.yaml allocation_mode=fsdp:d4
-`allocation_mode` must name no inference backend ("fsdp:d4", not "vllm:d1t4+fsdp:d4"): the launcher would
-start AReaL's own patched vLLM server, which does not run under current vLLM. Our servers are stock vLLM,
-given by inference.addresses / AREAL_LLM_SERVER_ADDRS, or started by inference.launch_local.
+Several FSDP ranks: `torchrun --nproc-per-node N train_areal.py --config ... actor.backend=fsdp:dN`.
+
+AReaL's SPMD launcher (`python -m areal.infra.launcher.local train_areal.py --config ...`) only wraps
+torchrun when `allocation_mode` names no inference backend ("fsdp:d4", as the configs do; with "vllm:..."
+it would start AReaL's patched vLLM server, which does not run under current vLLM). Our servers are stock
+vLLM: inference.addresses, AREAL_LLM_SERVER_ADDRS, or inference.launch_local. Limits (AReaL 1.0.4):
+- CPU-only machines: it cannot start the trainer. CpuPlatform.device_control_env_var is "", so
+  LocalLauncher.submit_array prefixes the command with `=0` ("/bin/sh: =0: not found").
+- it needs cluster.name_resolve.nfs_record_root to exist beforehand (mkdir -p outputs/<exp>/name_resolve).
+- with recover.mode on/auto it treats the trainer's normal exit as a failure and relaunches it
+  recover.retries times (each relaunch resumes at the end and exits).
 """
 
 from __future__ import annotations
