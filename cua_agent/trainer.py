@@ -17,7 +17,6 @@ Output layout (cluster.fileroot = outputs/<experiment>):
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import signal
 import threading
@@ -25,13 +24,13 @@ from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
-import torch
 from areal import PPOTrainer
 from areal.api.cli_args import InferenceEngineConfig
-from areal.utils import logging, name_resolve, names, stats_tracker
+from areal.utils import logging, name_resolve, names
 from areal.utils.dynamic_import import import_from_string
 from areal.utils.environ import is_single_controller
 
+from cua_agent import trainer_patches
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
@@ -39,14 +38,6 @@ from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
 logger = logging.getLogger("CUATrainer")
 
 LOCAL_SERVER_TIMEOUT_S = float(os.environ.get("CUA_VLLM_START_TIMEOUT", "600"))
-
-
-class _RolloutEngine(StockVLLMEngine):
-    """`StockVLLMEngine` + `export_stats`, which PPOTrainer calls every step: `RemoteInfEngine` lacks it
-    (AReaL's `RemotevLLMEngine` wrapper has it, vllm_remote.py:536). Belongs in engine.py."""
-
-    def export_stats(self) -> dict[str, float]:
-        return stats_tracker.export_all(reduce_group=None)
 
 
 class CUATrainer(PPOTrainer):
@@ -63,8 +54,7 @@ class CUATrainer(PPOTrainer):
         if not server_addresses:
             raise ValueError("CUATrainer needs at least one vLLM server address")
         self.server_addresses = list(server_addresses)
-        if config.actor.attn_impl == "sdpa":
-            use_segmented_sdpa()
+        trainer_patches.install(config.actor.attn_impl)
         super().__init__(config, train_dataset=train_dataset, valid_dataset=valid_dataset)
 
     def _init_rollout(
@@ -72,7 +62,7 @@ class CUATrainer(PPOTrainer):
         rollout_config: InferenceEngineConfig,
         is_eval: bool = False,
         lora_path: str | None = None,
-    ) -> _RolloutEngine | None:
+    ) -> StockVLLMEngine | None:
         if is_single_controller():
             raise RuntimeError("CUATrainer runs in AReaL's SPMD mode: set AREAL_SPMD_MODE=1 (run() does)")
         if lora_path is not None:
@@ -82,56 +72,11 @@ class CUATrainer(PPOTrainer):
         config = deepcopy(rollout_config)
         if is_eval:
             config.max_head_offpolicyness = int(1e12)  # as AReaL: no staleness control in evaluation
-        engine = _RolloutEngine(config, tied_embeddings=self.config.inference.tied_embeddings)
+        engine = StockVLLMEngine(config, tied_embeddings=self.config.inference.tied_embeddings)
         engine.initialize(
             addr=self.server_addresses, train_data_parallel_size=self.actor_alloc.parallel.dp_size
         )
         return engine
-
-
-# ---- attention on CPU ---------------------------------------------------------------------------------------
-def use_segmented_sdpa() -> None:
-    """Make transformers' "sdpa" attention respect sequence boundaries in AReaL's packed micro-batches.
-
-    AReaL packs several sequences into one row and passes `cu_seq_lens_q` for flash-attention's varlen
-    kernels, with `attention_mask={"full_attention": None}` (fsdp_engine.py:1897). Plain sdpa then runs one
-    causal attention over the whole row, so every sequence after the first attends to the ones before it
-    (measured: logprob error 4e-4 -> 5e-3 on the tiny model). Flash-attention (GPUs) is unaffected."""
-    from transformers import AttentionInterface
-
-    AttentionInterface.register("sdpa", _segmented_sdpa)
-
-
-def _segmented_sdpa(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    cu = kwargs.pop("cu_seq_lens_q", None)
-    packed = (
-        cu is not None
-        and attention_mask is None
-        and getattr(module, "is_causal", False)
-        and query.shape[0] == 1
-        and query.shape[2] == key.shape[2]
-    )
-    if not packed:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    bounds = [int(x) for x in cu.tolist()]
-    if bounds[-1] < query.shape[2]:  # padding after the last sequence
-        bounds.append(query.shape[2])
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("cu_seq_lens_k", "max_length_q", "max_length_k")}
-    outs = [
-        sdpa_attention_forward(module, query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None, **kwargs)[0]
-        for a, b in itertools.pairwise(bounds)
-        if b > a
-    ]
-    return torch.cat(outs, dim=1), None  # sdpa_attention_forward returns [batch, seq, heads, dim]
 
 
 # ---- the job ---------------------------------------------------------------------------------------------

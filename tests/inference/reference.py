@@ -11,6 +11,7 @@ import torch
 from PIL import Image, ImageDraw
 from transformers import AutoModelForImageTextToText
 
+from cua_agent import trainer_patches
 from cua_agent.inference.processing import load_processor
 
 
@@ -39,6 +40,7 @@ def chat_messages(images: list[Image.Image], text: str) -> list[dict]:
 
 class HFReference:
     def __init__(self, model_dir: Path):
+        trainer_patches.install("sdpa")  # the trainer's exact model code (Qwen2.5-VL mRoPE fix)
         self.model_dir = Path(model_dir)
         self.processor = load_processor(model_dir)
         self.model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -62,6 +64,8 @@ class HFReference:
         if images:
             enc = self.processor.image_processor(images=images, return_tensors="pt")
             kwargs = {"pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"]}
+            # Without mm_token_type_ids transformers 5.3 silently falls back to 1-D positions for Qwen2.5-VL.
+            kwargs["mm_token_type_ids"] = (ids == self.image_token_id).long()
         logits = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs).logits[0]
         lp = torch.log_softmax(logits.float(), dim=-1)
         n = len(prompt_ids)

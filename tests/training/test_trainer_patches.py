@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from cua_agent.trainer import _segmented_sdpa
+from cua_agent.trainer_patches import segmented_sdpa as _segmented_sdpa
 
 
 class _Causal(torch.nn.Module):
@@ -29,3 +29,17 @@ def test_unpacked_calls_are_plain_sdpa():
     q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))
     out, _ = _segmented_sdpa(_Causal(), q, k, v, None)
     torch.testing.assert_close(out, sdpa_attention_forward(_Causal(), q, k, v, None)[0])
+
+
+def test_qwen2_5_vl_image_positions_follow_the_original_mrope():
+    """Image tokens: t = start (+ t_index * interval for video frames), h/w = start + row/column index.
+    transformers 5.3 gives t = start * interval (tokens_per_second * second_per_grid)."""
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    from cua_agent import trainer_patches
+
+    trainer_patches.install("sdpa")
+    pos = Qwen2_5_VLModel.get_vision_position_ids(None, 9, torch.tensor([1, 4, 6]), 1, 2, 4)
+    assert pos.tolist() == [[9] * 6, [9, 9, 9, 10, 10, 10], [9, 10, 11, 9, 10, 11]]
+    video = Qwen2_5_VLModel.get_vision_position_ids(None, 5, torch.tensor([2, 2, 2]), 1, 2, 3)
+    assert video.tolist() == [[5, 8], [5, 5], [5, 5]]

@@ -1,0 +1,90 @@
+"""Fixes for the trainer process's transformers (5.3, the newest AReaL 1.0.4 allows), so that AReaL's FSDP
+actor recomputes exactly what the vLLM server computed. Each was measured on the tiny Qwen2.5-VL with
+tests/consistency (AReaL recompute vs the server's logprobs on real screenshot rows).
+
+1. Packed micro-batches with `sdpa`: AReaL packs several sequences into one row and passes their bounds as
+   `cu_seq_lens_q` for flash-attention's varlen kernels, with `attention_mask={"full_attention": None}`
+   (areal/engine/fsdp_engine.py:1897). Plain sdpa runs one causal attention over the whole row, so every
+   sequence after the first attends to the ones before it: ~5e-2 logprob error. Flash-attention (GPUs) is
+   unaffected; CPU and any sdpa run are.
+2. Qwen2.5-VL mRoPE: `Qwen2_5_VLModel.get_vision_position_ids` gives image tokens the temporal position
+   `start * time_interval` (time_interval = tokens_per_second * second_per_grid_t) instead of
+   `start + t_index * time_interval` (the original Qwen2.5-VL algorithm, which vLLM implements). Image tokens
+   then carry wrong rotary phases: ~3e-3 logprob error on the tiny model (tokens_per_second 4; 2 in the real
+   Qwen2.5-VL configs). HF's own forward only uses these 3-D positions when `mm_token_type_ids` is passed.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+_installed: set[str] = set()
+
+
+def install(attn_impl: str) -> None:
+    """Apply the fixes in this process (idempotent)."""
+    if attn_impl == "sdpa" and "sdpa" not in _installed:
+        from transformers import AttentionInterface
+
+        AttentionInterface.register("sdpa", segmented_sdpa)
+        _installed.add("sdpa")
+    if "mrope" not in _installed:
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+        Qwen2_5_VLModel.get_vision_position_ids = vision_position_ids  # type: ignore[method-assign]
+        _installed.add("mrope")
+
+
+def segmented_sdpa(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """transformers' sdpa, run per packed sequence when AReaL passes `cu_seq_lens_q` (fix 1)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    cu = kwargs.pop("cu_seq_lens_q", None)
+    packed = (
+        cu is not None
+        and attention_mask is None
+        and getattr(module, "is_causal", False)
+        and query.shape[0] == 1
+        and query.shape[2] == key.shape[2]
+    )
+    if not packed:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    bounds = [int(x) for x in cu.tolist()]
+    if bounds[-1] < query.shape[2]:  # padding after the last sequence
+        bounds.append(query.shape[2])
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("cu_seq_lens_k", "max_length_q", "max_length_k")}
+    outs = [
+        sdpa_attention_forward(module, query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], None, **kwargs)[0]
+        for a, b in itertools.pairwise(bounds)
+        if b > a
+    ]
+    return torch.cat(outs, dim=1), None  # sdpa_attention_forward returns [batch, seq, heads, dim]
+
+
+def vision_position_ids(
+    self: Any,
+    start_position: int,
+    grid_thw: Any,
+    temp_merge_size: int = 1,
+    spatial_merge_size: int = 1,
+    time_interval: int = 1,
+    device: str | torch.device | None = None,
+) -> torch.Tensor:
+    """(3, n) positions of one image/video's tokens: t = start + t_index * interval, h/w = start + index."""
+    t = int(grid_thw[0]) // temp_merge_size
+    h = int(grid_thw[1]) // spatial_merge_size
+    w = int(grid_thw[2]) // spatial_merge_size
+    t_index = (torch.arange(t, device=device) * time_interval).repeat_interleave(h * w)
+    h_index = torch.arange(h, device=device).repeat_interleave(w).repeat(t)
+    w_index = torch.arange(w, device=device).repeat(h * t)
+    return torch.stack([t_index, h_index, w_index]).long() + start_position
