@@ -10,6 +10,7 @@ Failures are classified, never turned into reward 0:
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,9 @@ from cua_agent.prompting import PromptBudgetError, Turn, build_messages
 from sandbox.base import Sandbox
 from sandbox.errors import SandboxError, SandboxRequestError
 
+# The model's own input markup, stripped from its text before it is echoed into later prompts: the chat
+# template would turn it back into vision placeholders and shift the image slots.
+_VISION_MARKUP = re.compile(r"<\|(?:vision_start|vision_end|image_pad|video_pad)\|>")
 _SCROLL_SIGN = {"down": (0, 1), "up": (0, -1), "right": (1, 0), "left": (-1, 0)}
 
 
@@ -147,7 +151,7 @@ async def _loop(
             ep.format_failures += 1
             note = f"no valid action: {parsed.reason}"
             ep.turns.append(TurnRecord(reply.text, reply.record, None, note, model_s, 0.0))
-            history.append(Turn(reply.text, None, note))
+            history.append(Turn(_VISION_MARKUP.sub("", reply.text), None, note))
             screenshots.append(screenshots[-1])  # nothing happened: same screen
             if cfg.on_parse_failure == "end":
                 ep.status = "parse_failure"
@@ -168,7 +172,7 @@ async def _loop(
             ep.format_failures += 1
             note, png = f"rejected: {exc}", screenshots[-1]
         ep.turns.append(TurnRecord(reply.text, reply.record, payload, note, model_s, time.monotonic() - t1))
-        history.append(Turn(reply.text, parsed.action, note))
+        history.append(Turn(_VISION_MARKUP.sub("", reply.text), parsed.action, note))
         screenshots.append(png)
     else:
         ep.status = "max_turns"

@@ -81,7 +81,9 @@ class OpenAIChatClient:
 
         self.model = model
         self.sampling = sampling or SamplingParams()
-        self._client = AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries)
+        self._client = AsyncOpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=max_retries
+        )
 
     async def chat(self, messages: list[dict[str, Any]], images: list[bytes]) -> ChatReply:
         resp = await self._client.chat.completions.create(

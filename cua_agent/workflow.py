@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import threading
 import time
 import uuid
@@ -22,6 +21,7 @@ from typing import Any
 
 import torch
 from areal.api.workflow_api import RolloutWorkflow
+from areal.utils import logging
 from areal.utils.data import concat_padded_tensors
 from PIL import Image
 
@@ -37,7 +37,7 @@ from sandbox.base import SandboxSpec
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
 
-log = logging.getLogger("cua.workflow")
+log = logging.getLogger("CUAWorkflow")  # AReaL's loggers reach outputs/<exp>/logs/training.log
 
 
 class RowMismatchError(RuntimeError):
@@ -53,6 +53,8 @@ class ModelView:
         self.convention = convention
         self.tokenizer = processor.tokenizer
         self.image_token_id = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+        vision = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+        self.vision_token_ids = [self.tokenizer.convert_tokens_to_ids(t) for t in vision]
         self.merge = int(self.image_processor.merge_size)
 
         self._grids: dict[tuple[int, int], tuple[int, int, int]] = {}
@@ -89,6 +91,10 @@ class ModelView:
             enc = self.image_processor(images=images, return_tensors="pt")
             mm = {"pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"]}
             expected = int((enc["image_grid_thw"].prod(-1) // self.merge**2).sum())
+        if set(out) & set(self.vision_token_ids):
+            raise RowMismatchError(
+                "the output contains a vision placeholder token (the model's own input markup)"
+            )
         found = prompt.count(self.image_token_id)
         if found != expected:
             raise RowMismatchError(
@@ -124,7 +130,10 @@ class CUAWorkflow(RolloutWorkflow):
         )
         stop = [self.view.tokenizer.convert_tokens_to_ids("<|im_end|>")]
         self.sampling = SamplingParams(
-            max_tokens=agent.max_new_tokens, temperature=agent.temperature, stop_token_ids=stop
+            max_tokens=agent.max_new_tokens,
+            temperature=agent.temperature,
+            stop_token_ids=stop,
+            banned_token_ids=self.view.vision_token_ids,
         )
         self.episode_cfg = EpisodeConfig(
             max_turns=agent.max_turns,
@@ -138,6 +147,8 @@ class CUAWorkflow(RolloutWorkflow):
         sb = config.sandbox
         self.sandbox_cfg = sb
         self.spec = SandboxSpec(backend=sb.backend, image=sb.image)
+        if rollouts_path is None and getattr(config, "cluster", None) is not None and agent.rollouts_file:
+            rollouts_path = Path(config.cluster.fileroot) / agent.rollouts_file  # outputs/<experiment>/
         self.rollouts_path = Path(rollouts_path) if rollouts_path else None
         self.screenshots_dir = (
             self.rollouts_path.parent / "screenshots"

@@ -15,6 +15,7 @@ discovery) and replaces what touches the server:
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from areal.api.io_struct import HttpRequest, WeightUpdateRequests
 from areal.engine.vllm_remote import VLLMBackend
 from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
-from areal.utils import name_resolve, names
+from areal.utils import name_resolve, names, stats_tracker
 
 from .http import RetryPolicy
 from .vllm_server import (
@@ -88,6 +89,10 @@ class StockVLLMEngine(RemoteInfEngine):
         self.policy = RetryPolicy(attempts=max(1, config.request_retries), timeout_s=config.request_timeout)
         self.tied_embeddings = tied_embeddings
         self._servers: dict[str, VLLMServer] = {}
+
+    def export_stats(self) -> dict[str, float]:
+        """PPOTrainer calls it every step; RemoteInfEngine lacks it (AReaL's RemotevLLMEngine has it)."""
+        return stats_tracker.export_all(reduce_group=None)
 
     def destroy(self) -> None:
         close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
@@ -193,7 +198,7 @@ class StockVLLMEngine(RemoteInfEngine):
             self.config.experiment_name, self.config.trial_name, self.get_version()
         )
         version = meta.version if meta.version is not None else self.get_version() + 1
-        return get_executor().submit(
+        future = get_executor().submit(
             _load_after_save_signal,
             key,
             list(self.addresses),
@@ -203,6 +208,12 @@ class StockVLLMEngine(RemoteInfEngine):
             self.tied_embeddings,
             self.config.request_timeout,
         )
+        if meta.clear_checkpoint_after_load:  # else a full model copy piles up per step (as AReaL's engine)
+            path = meta.path
+            future.add_done_callback(
+                lambda f: f.exception() is None and shutil.rmtree(path, ignore_errors=True)
+            )
+        return future
 
 
 def _load_after_save_signal(

@@ -59,6 +59,9 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
     ignore_eos: bool = False  # fixed-length generations (benchmarks, tests)
+    # Never sampled (logit bias -100), e.g. vision placeholders: a sampled <|image_pad|> would be read as an
+    # image slot by the trainer's model. vLLM returns raw logprobs (before the bias), like the trainer's.
+    banned_token_ids: list[int] = field(default_factory=list)
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -74,6 +77,8 @@ class SamplingParams:
         }
         if self.seed is not None:
             payload["seed"] = self.seed
+        if self.banned_token_ids:
+            payload["logit_bias"] = {str(t): -100 for t in self.banned_token_ids}
         return payload
 
 

@@ -181,3 +181,22 @@ def test_rollouts_jsonl_and_screenshots(workflow_factory):
     assert rec[0]["turns"][1]["images"] == 2 and rec[0]["turns"][1]["version"] == 3
     shots = sorted((Path(wf.rollouts_path).parent / "screenshots").rglob("*.png"))
     assert len(shots) >= 3
+
+
+def test_output_with_a_vision_placeholder_drops_the_episode_not_the_step(workflow_factory):
+    """A sampled <|image_pad|> would be taken for an image slot by the trainer's model (and crash its
+    mRoPE): such an episode is dropped, the rest of the group trains."""
+    wf = workflow_factory(min_group_size=2)
+    good1, good2, bad = (
+        episode(wf, 1, 1.0, seed=14),
+        episode(wf, 2, 0.0, seed=15),
+        episode(wf, 1, 0.0, seed=16),
+    )
+    bad.turns[0].call.output_token_ids[1] = wf.view.image_token_id
+    batch = wf.group_to_batch([good1, good2, bad], {"task_id": "t", "seed": 0})
+    assert batch is not None and rows_of(batch) == 3
+    assert bad.status == "infra_error" and "vision placeholder" in bad.error
+    # image slots are marked on prompt positions only
+    for i in range(3):
+        out = batch["loss_mask"][i].bool()
+        assert not batch["mm_token_type_ids"][i][out].any()

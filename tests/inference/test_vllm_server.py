@@ -68,6 +68,18 @@ async def test_chat_returns_ids_logprobs_and_expanded_image_tokens(vllm_servers,
     assert gen.prompt_token_ids == expected
 
 
+async def test_banned_tokens_are_never_sampled(vllm_servers):
+    """Half the vocabulary banned via logit bias: without the ban about half the samples fall there."""
+    server = VLLMServer(vllm_servers["untied"].address)
+    banned = list(range(0, 1000))
+    gen = await server.chat(
+        [{"role": "user", "content": "write anything"}],
+        SamplingParams(max_tokens=64, temperature=1.0, ignore_eos=True, banned_token_ids=banned),
+    )
+    assert len(gen.output_token_ids) == 64
+    assert not set(gen.output_token_ids) & set(banned)
+
+
 @pytest.mark.parametrize("variant", ["untied", "tied"])
 async def test_parity_before_and_after_weight_update(vllm_servers, refs, variant, tmp_path: Path):
     proc, ref = vllm_servers[variant], refs[variant]
