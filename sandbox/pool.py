@@ -53,11 +53,21 @@ def _on_signal(signum: int, frame: Any) -> None:
         os.kill(os.getpid(), signum)
 
 
+_ATEXIT_REGISTERED = False
+
+
 def _install_hooks() -> None:
+    """The exit hook from any thread (pools often start in a worker thread's event loop, e.g. AReaL's
+    rollout thread); signal handlers only from the main thread, the only place Python allows them. A host
+    program that starts its pool off the main thread keeps its own signal handling: on SIGINT/SIGTERM it
+    must exit normally (raise) so the exit hook runs."""
+    global _ATEXIT_REGISTERED
     with _HOOKS_LOCK:
+        if not _ATEXIT_REGISTERED:
+            atexit.register(_cleanup_all)
+            _ATEXIT_REGISTERED = True
         if _PREV_HANDLERS or threading.current_thread() is not threading.main_thread():
             return
-        atexit.register(_cleanup_all)
         for sig in (signal.SIGINT, signal.SIGTERM):
             _PREV_HANDLERS[sig] = signal.getsignal(sig)
             signal.signal(sig, _on_signal)
