@@ -4,6 +4,7 @@ SHELL := /bin/bash
 PY = $(shell bash -c 'source scripts/common.sh && trainer_python')
 export PYTHONPATH := $(CURDIR)
 PYTEST_ARGS ?=
+ARGS ?=
 
 .PHONY: setup local test test-fast lint format bench reap smoke-sandbox clean-envs
 
@@ -11,7 +12,7 @@ setup:  ## install whatever is missing (system packages, environments, tiny mode
 	@bash scripts/setup.sh
 
 local: setup  ## run the main job on the embedded default (CPU, tiny model, real sandboxes)
-	@bash scripts/run_local.sh
+	@bash scripts/run_local.sh $(ARGS)
 
 test: setup  ## the whole suite, slow real-component tests included
 	@$(PY) -m ruff check .

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import torch
 from areal.api.workflow_api import RolloutWorkflow
@@ -25,12 +21,11 @@ from areal.utils.data import concat_padded_tensors
 
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.engine import StockVLLMEngine
-from cua_agent.inference.local_server import REPO
+from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from tests.inference.reference import chat_messages, screenshot
-
-RUN_TIMEOUT_S = 600
+from tests.training.harness import left_in_session, restore_weights, run_training
 
 
 def token_reward(output_ids: list[int], vocab_size: int) -> float:
@@ -103,27 +98,12 @@ async def _probe(address: str) -> tuple[int | None, list[float]]:
         await close_loop_session()
 
 
-def _left_in_session(sid: int) -> list[str]:
-    left = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if os.getsid(p.pid) == sid:
-                left.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:200]}")
-        except (ProcessLookupError, PermissionError, psutil.Error):
-            pass
-    return left
-
-
 @pytest.mark.slow
 def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path: Path):
     server = vllm_servers["untied"]
     _, before = asyncio.run(_probe(server.address))
     exp_dir = tmp_path / "exp"
     cmd = [
-        sys.executable,
-        "train_areal.py",
-        "--config",
-        "configs/local_cpu.yaml",
         f"cluster.fileroot={exp_dir}",
         "total_train_steps=2",
         "inference.launch_local=false",
@@ -136,24 +116,11 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
         "train_dataset.batch_size=1",
         "actor.optimizer.lr=1e-3",
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    env.pop("WANDB_API_KEY", None)
-    log = tmp_path / "run.log"
-    start = time.monotonic()
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            rc = proc.wait(RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-    elapsed = time.monotonic() - start
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-60:])
+    run = run_training(cmd, tmp_path / "run.log")
+    rc, elapsed, tail = run.rc, run.elapsed_s, run.tail()
     assert rc == 0, f"train_areal.py exited {rc} after {elapsed:.0f}s:\n{tail}"
     time.sleep(1)
-    assert _left_in_session(proc.pid) == [], "the run left processes behind"
+    assert left_in_session(run.pid) == [], "the run left processes behind"
 
     version, after = asyncio.run(_probe(server.address))
     assert version == 2, f"served weight version {version} after 2 steps"
@@ -169,3 +136,4 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
         p.name for p in (trial / "default").iterdir()
     )
     print(f"\n2-step GRPO run: {elapsed:.0f}s")
+    restore_weights(server.address, MODELS["untied"], tmp_path, version=version + 1)

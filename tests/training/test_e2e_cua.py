@@ -1,0 +1,67 @@
+"""End to end, the product path: `train_areal.py` with the CUA workflow — real podman sandboxes with
+chromium and MiniWoB++, the real vLLM CPU server, AReaL's PPOTrainer with FSDP on CPU — runs 2 GRPO steps,
+pushes new weights twice (the server serves version 2), records every episode, leaves no sandbox and no
+process behind, and keeps no per-step weight copies."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+
+import pytest
+
+from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
+from sandbox.backends import make_backend
+from tests.training.harness import left_in_session, restore_weights, run_training
+
+pytestmark = pytest.mark.slow
+
+
+async def served_version(address: str) -> int | None:
+    try:
+        return await VLLMServer(address).weight_version()
+    finally:
+        await close_loop_session()
+
+
+def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
+    import asyncio
+
+    server = vllm_servers["untied"]
+    exp = tmp_path / "exp"
+    run = run_training(
+        [
+            f"cluster.fileroot={exp}",
+            "total_train_steps=2",
+            "inference.launch_local=false",
+            f'inference.addresses=["{server.address}"]',
+            "tasks.task_ids=[miniwob/click-test,miniwob/click-button]",
+            "agent.group_size=2",
+            "agent.min_group_size=2",
+            "agent.max_turns=2",
+            "agent.max_new_tokens=24",
+            "agent.save_screenshots=true",
+            "sandbox.max_concurrency=2",
+        ],
+        tmp_path / "run.log",
+    )
+    assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
+    assert left_in_session(run.pid) == [], "the run left processes behind"
+    assert [
+        b for b in make_backend("docker").list_boxes() if b["labels"].get("cua.owner_pid") == str(run.pid)
+    ] == []
+
+    assert asyncio.run(served_version(server.address)) == 2
+    episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+    assert len(episodes) >= 4 and all(e["status"] in ("max_turns", "done", "parse_failure") for e in episodes)
+    assert all(e["task_reward"] is not None and e["turns"] for e in episodes)
+    assert {t["version"] for e in episodes for t in e["turns"]} <= {0, 1}
+    assert list((exp / "screenshots").rglob("*.png"))
+    assert "Train step 2/" in (exp / "logs" / "training.log").read_text(errors="replace")
+    trial = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "default"
+    assert (trial / "recover_checkpoint").is_dir()
+    assert not list(trial.glob("weight_update_v*")), "weight-sync copies must be removed once loaded"
+    print(f"\n2 GRPO steps on real sandboxes: {run.elapsed_s:.0f}s, {len(episodes)} episodes")
+    restore_weights(server.address, MODELS["untied"], tmp_path, version=3)
