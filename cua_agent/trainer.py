@@ -34,6 +34,7 @@ from cua_agent import trainer_patches
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
+from cua_agent.settings import Settings
 
 logger = logging.getLogger("CUATrainer")
 
@@ -82,6 +83,8 @@ class CUATrainer(PPOTrainer):
 # ---- the job ---------------------------------------------------------------------------------------------
 def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     """Train `config`. Without `train_dataset`, rows come from `cua_agent.tasks.load_task_rows`."""
+    settings = Settings()  # secrets and endpoints: environment, else .env
+    settings.export()
     os.environ["AREAL_SPMD_MODE"] = "1"
     _single_process_dist_env()
     rank = int(os.environ["RANK"])
@@ -95,7 +98,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
 
     server: VLLMProcess | None = None
     try:
-        addresses = _env_or_config_addresses(config)
+        addresses = list(config.inference.addresses) or settings.server_addresses
         if not addresses:
             if not config.inference.launch_local:
                 raise ValueError(
@@ -166,13 +169,6 @@ def _clear_name_resolve(config: CUAGRPOConfig, rank: int) -> None:
     name_resolve.reconfigure(config.cluster.name_resolve)
     if rank == 0:
         name_resolve.clear_subtree(names.trial_root(config.experiment_name, config.trial_name))
-
-
-def _env_or_config_addresses(config: CUAGRPOConfig) -> list[str]:
-    if config.inference.addresses:
-        return list(config.inference.addresses)
-    env = os.environ.get("AREAL_LLM_SERVER_ADDRS", "")
-    return [a for a in env.split(",") if a]
 
 
 def _raise_on_sigterm() -> None:
