@@ -140,6 +140,17 @@ class Backend:
     async def stop(self, sb: Sandbox) -> None:
         raise NotImplementedError
 
+    async def _attach(self, box_id: str, socket_path: str, token: str, spec: SandboxSpec) -> Sandbox:
+        """The started box once its control server answers; one that never answers is stopped again."""
+        client = SandboxClient(token, socket_path=socket_path)
+        sb = Sandbox(id=box_id, backend=self, client=client, spec=spec, meta={"socket": socket_path})
+        try:
+            await sb.health(timeout=10)
+        except Exception:
+            await self.stop(sb)
+            raise
+        return sb
+
     def remove_sync(self, box_id: str) -> None:
         """Blocking removal, usable from signal and atexit handlers (no event loop)."""
         raise NotImplementedError

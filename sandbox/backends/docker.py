@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.base import LABEL, Backend, Sandbox, SandboxSpec, cua_home, new_token, owner_labels
-from sandbox.client import SandboxClient
 from sandbox.errors import SandboxStartError
 
 DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
@@ -108,14 +107,7 @@ class DockerBackend(Backend):
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         name, sock, token = await asyncio.to_thread(self._start_sync, spec)
-        client = SandboxClient(token, socket_path=sock)
-        sb = Sandbox(id=name, backend=self, client=client, spec=spec, meta={"socket": sock})
-        try:
-            await sb.health(timeout=10)
-        except Exception:
-            await self.stop(sb)
-            raise
-        return sb
+        return await self._attach(name, sock, token, spec)
 
     def remove_sync(self, box_id: str) -> None:
         import docker.errors

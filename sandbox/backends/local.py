@@ -23,7 +23,6 @@ from typing import Any
 
 import sandbox
 from sandbox.base import Backend, Sandbox, SandboxSpec, cua_home, new_token, owner_labels
-from sandbox.client import SandboxClient
 from sandbox.errors import SandboxStartError
 
 
@@ -138,19 +137,7 @@ class LocalBackend(Backend):
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         name, sock, token = await asyncio.to_thread(self._start_sync, spec)
-        sb = Sandbox(
-            id=name,
-            backend=self,
-            client=SandboxClient(token, socket_path=sock),
-            spec=spec,
-            meta={"socket": sock},
-        )
-        try:
-            await sb.health(timeout=10)
-        except Exception:
-            await self.stop(sb)
-            raise
-        return sb
+        return await self._attach(name, sock, token, spec)
 
     def remove_sync(self, box_id: str) -> None:
         box = self.state_dir / box_id
