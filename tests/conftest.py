@@ -29,3 +29,27 @@ def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
     finally:
         for s in servers.values():
             s.stop()
+
+
+@pytest.fixture
+def rollout_engine(vllm_servers):
+    """AReaL's rollout machinery over the untied tiny model's server (StockVLLMEngine), torn down after."""
+    import uuid
+
+    from areal.api.cli_args import InferenceEngineConfig
+
+    from cua_agent.inference.engine import StockVLLMEngine
+
+    config = InferenceEngineConfig(
+        experiment_name="tests",
+        trial_name=uuid.uuid4().hex[:8],
+        request_timeout=120,
+        request_retries=2,
+        setup_timeout=60,
+    )
+    engine = StockVLLMEngine(config)
+    engine.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+    try:
+        yield engine
+    finally:
+        engine.destroy()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -129,21 +128,8 @@ async def test_box_killed_mid_episode_is_an_infra_error(pool, view):
     assert ep.wall_s < 60
 
 
-async def test_workflow_with_real_engine_and_sandboxes(vllm_servers, tmp_path: Path):
-    from areal.api.cli_args import InferenceEngineConfig
-
-    from cua_agent.inference.engine import StockVLLMEngine
-
-    engine = StockVLLMEngine(
-        InferenceEngineConfig(
-            experiment_name="wf",
-            trial_name=uuid.uuid4().hex[:6],
-            request_timeout=120,
-            request_retries=2,
-            setup_timeout=60,
-        )
-    )
-    engine.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path: Path):
+    engine = rollout_engine
     wf = CUAWorkflow(
         config(group_size=2, min_group_size=2, max_turns=2, max_new_tokens=12),
         rollouts_path=tmp_path / "rollouts.jsonl",
@@ -154,7 +140,6 @@ async def test_workflow_with_real_engine_and_sandboxes(vllm_servers, tmp_path: P
         )
     finally:
         await wf.close()
-        engine.destroy()
     check_trajectory_format(batch)
     episodes = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     assert len(episodes) == 2 and all(e["status"] in ("max_turns", "done") for e in episodes)
@@ -162,3 +147,29 @@ async def test_workflow_with_real_engine_and_sandboxes(vllm_servers, tmp_path: P
     assert batch["input_ids"].shape[0] == n_calls == len(batch["multi_modal_input"])
     assert all(t["version"] == 0 and t["images"] >= 1 for e in episodes for t in e["turns"])
     assert not [b for b in make_backend("docker").list_boxes() if b["status"] == "running"]
+
+
+async def test_evaluation_client_runs_an_episode_over_the_openai_api(vllm_servers, pool, view):
+    """Evaluation path: the agent loop over `openai.AsyncOpenAI` against the vLLM server's OpenAI API (any
+    OpenAI-compatible endpoint works the same). The random tiny model gives text, no valid action."""
+    from cua_agent.client import OpenAIChatClient
+    from cua_agent.inference.vllm_server import SamplingParams
+
+    client = OpenAIChatClient(
+        base_url=f"http://{vllm_servers['untied'].address}/v1",
+        model=str(MODELS["untied"]),  # the launcher serves the model under its path
+        sampling=SamplingParams(max_tokens=16),
+    )
+    try:
+        async with pool.sandbox() as sb:
+            ep = await run_episode(
+                sb,
+                client,
+                {"task_id": "miniwob/click-test", "seed": 3},
+                EpisodeConfig(max_turns=2, episode_timeout_s=120),
+                view.mapping(1280, 800),
+            )
+    finally:
+        await client.close()
+    assert ep.ok and ep.status == "max_turns" and len(ep.turns) == 2, ep.error
+    assert all(t.call is None and t.output for t in ep.turns)  # text only: evaluation records no ids

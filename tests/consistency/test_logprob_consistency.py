@@ -9,14 +9,11 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 import torch
-from areal.api.cli_args import InferenceEngineConfig
 
-from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import MODELS
 from cua_agent.workflow import CUAWorkflow
 from tests.agent.test_workflow_rows import config
@@ -25,17 +22,8 @@ pytestmark = pytest.mark.slow
 TOL = 1e-3
 
 
-async def test_fsdp_actor_recomputes_the_servers_logprobs(vllm_servers, tmp_path: Path):
-    engine = StockVLLMEngine(
-        InferenceEngineConfig(
-            experiment_name="consistency",
-            trial_name=uuid.uuid4().hex[:6],
-            request_timeout=120,
-            request_retries=2,
-            setup_timeout=60,
-        )
-    )
-    engine.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+async def test_fsdp_actor_recomputes_the_servers_logprobs(rollout_engine, tmp_path: Path):
+    engine = rollout_engine
     wf = CUAWorkflow(
         config(group_size=2, min_group_size=2, max_turns=2, max_new_tokens=16, history_screenshots=2)
     )
@@ -45,7 +33,6 @@ async def test_fsdp_actor_recomputes_the_servers_logprobs(vllm_servers, tmp_path
         )
     finally:
         await wf.close()
-        engine.destroy()
     assert batch["input_ids"].shape[0] >= 2
     assert any(mm["image_grid_thw"].shape[0] == 2 for mm in batch["multi_modal_input"]), (
         "want 2-image turns too"
