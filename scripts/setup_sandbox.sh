@@ -53,8 +53,10 @@ step_service() {
   rm -f "$PODMAN_SOCKET"
   log "podman service: starting on $PODMAN_SOCKET (log: $CUA_HOME/sandbox/podman-service.log)"
   # Detached from this shell (setsid, no stdin) so it survives setup; --time=0: never exits on idle.
-  setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
-    >"$CUA_HOME/sandbox/podman-service.log" 2>&1 </dev/null &
+  # Started in its own state dir: conmon inherits the cwd and drops an "oom" marker file there when a box
+  # is OOM-killed (it used to land in the checkout).
+  (cd "$CUA_HOME/sandbox" && exec setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
+    >"$CUA_HOME/sandbox/podman-service.log" 2>&1 </dev/null) &
   for _ in $(seq 100); do ping_service && { log "podman service: ready"; return; }; sleep 0.1; done
   die "podman service did not answer on $PODMAN_SOCKET; see $CUA_HOME/sandbox/podman-service.log"
 }
