@@ -204,9 +204,28 @@ async def _login_user(c: Ctx) -> None:
 @miniwob("click-checkboxes", "click-option")
 async def _click_labels(c: Ctx) -> None:
     targets = [v for k, v in c.fields.items() if k.startswith("target")]
+    if not targets and c.state["task"] != "miniwob/click-checkboxes":  # click-checkboxes may want none
+        raise OracleError(f"{c.state['task']}: no target in {c.state.get('utterance')!r}")
     for t in targets:
-        await c.click(c.find(tag="t", text=t))  # a click on a label's text toggles its input
+        # A click on a label's text toggles its input (LABEL > [INPUT, t]). Confirm it did: right after a
+        # page load a click can be lost under load (seen on the local backend); then click the input.
+        await c.click(c.find(tag="t", text=t))
+        try:
+            await c.wait_for(lambda t=t: _input_before(c, t)["value"] is True, timeout=1.5)
+        except OracleError:
+            await c.click(_input_before(c, t))
+            await c.wait_for(lambda t=t: _input_before(c, t)["value"] is True, timeout=3.0)
     await c.submit()
+
+
+def _input_before(c: Ctx, label_text: str) -> dict[str, Any]:
+    """The checkbox/radio of the label whose text is `label_text` (it precedes the text in the DOM walk)."""
+    t = c.find(tag="t", text=label_text)
+    i = c.elements.index(t)
+    for el in reversed(c.elements[max(0, i - 2) : i]):
+        if el["tag"] in ("INPUT_radio", "INPUT_checkbox"):
+            return el
+    raise OracleError(f"{c.state.get('task')}: no input for label {label_text!r}")
 
 
 @miniwob("click-tab")

@@ -133,18 +133,24 @@ class MiniWoBRuntime(Runtime):
         self.task = name
         return {"instruction": self._utterance()[0]}
 
-    def _utterance(self) -> tuple[str, dict[str, str]]:
-        resp = self.driver.execute_script("return core.getUtterance();")
-        if isinstance(resp, dict):
-            return resp["utterance"], {str(k): str(v) for k, v in resp.get("fields", {}).items()}
-        fields: dict[str, str] = {}
+    def _utterance(self, timeout_s: float = 2.0) -> tuple[str, dict[str, str]]:
+        """The task's utterance and its fields. Under load the page can answer before its utterance is
+        final (an oracle then read no fields, clicked nothing and scored 0): poll until miniwob's field
+        extractor accepts it, and give up with empty fields only after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
         extractor = self._fields.get(self.task)
-        if extractor is not None:
+        while True:
+            resp = self.driver.execute_script("return core.getUtterance();")
+            if isinstance(resp, dict):
+                return resp["utterance"], {str(k): str(v) for k, v in resp.get("fields", {}).items()}
+            if extractor is None:
+                return resp, {}
             try:
-                fields = dict(extractor(resp))
+                return resp, dict(extractor(resp))
             except ValueError:
-                fields = {}
-        return resp, fields
+                if time.monotonic() > deadline:
+                    return resp, {}
+            time.sleep(0.05)
 
     def evaluate(self, wait_s: float) -> dict[str, Any]:
         if self.task is None:
