@@ -10,9 +10,11 @@ serve_until_exit() {
   fi
   log "starting: $*"
   "$@" &
-  local pid=$! start=$SECONDS
-  trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 143' INT TERM
-  trap 'kill -TERM $pid 2>/dev/null || true' EXIT
+  # Script-level, not local: the traps run after this function's scope is gone (set -u would fail them).
+  SERVER_PID=$!
+  local pid=$SERVER_PID start=$SECONDS
+  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null; wait "${SERVER_PID:-}" 2>/dev/null; exit 143' INT TERM
+  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true' EXIT
   until curl -sf "http://$host:$port/health" >/dev/null 2>&1; do
     if ! kill -0 $pid 2>/dev/null; then
       wait $pid; local rc=$?
