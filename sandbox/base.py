@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -138,7 +139,11 @@ class Backend:
         raise NotImplementedError
 
     async def stop(self, sb: Sandbox) -> None:
-        raise NotImplementedError
+        """Close the control connection, then remove the box (whatever the close did)."""
+        try:
+            await sb.client.aclose()
+        finally:
+            await asyncio.to_thread(self.remove_sync, sb.id)
 
     async def _attach(self, box_id: str, socket_path: str, token: str, spec: SandboxSpec) -> Sandbox:
         """The started box once its control server answers; one that never answers is stopped again."""

@@ -116,12 +116,6 @@ class DockerBackend(Backend):
             self.docker.containers.get(box_id).remove(force=True)
         shutil.rmtree(self.run_dir / box_id, ignore_errors=True)
 
-    async def stop(self, sb: Sandbox) -> None:
-        try:
-            await sb.client.aclose()
-        finally:
-            await asyncio.to_thread(self.remove_sync, sb.id)
-
     # -- inventory ------------------------------------------------------------------------------
     def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
         filters = [f"{LABEL}=1"] + ([f"cua.run_id={run_id}"] if run_id else [])

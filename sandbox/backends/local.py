@@ -152,12 +152,6 @@ class LocalBackend(Backend):
             proc.wait(timeout=10)
         shutil.rmtree(box, ignore_errors=True)
 
-    async def stop(self, sb: Sandbox) -> None:
-        try:
-            await sb.client.aclose()
-        finally:
-            await asyncio.to_thread(self.remove_sync, sb.id)
-
     def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
         out = []
         if not self.state_dir.is_dir():
