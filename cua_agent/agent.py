@@ -176,6 +176,4 @@ async def _loop(
         screenshots.append(png)
     else:
         ep.status = "max_turns"
-    if ep.status == "running":
-        ep.status = "max_turns"
     ep.task_reward = float((await sandbox.evaluate())["reward"])

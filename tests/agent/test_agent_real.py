@@ -139,6 +139,7 @@ async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path:
             [{"task_id": "miniwob/click-test", "seed": 5, "max_turns": 2}], workflow=wf
         )
     finally:
+        run_id = wf._pool.backend.run_id if wf._pool else None
         await wf.close()
     check_trajectory_format(batch)
     episodes = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
@@ -146,7 +147,7 @@ async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path:
     n_calls = sum(len(e["turns"]) for e in episodes)
     assert batch["input_ids"].shape[0] == n_calls == len(batch["multi_modal_input"])
     assert all(t["version"] == 0 and t["images"] >= 1 for e in episodes for t in e["turns"])
-    assert not [b for b in make_backend("docker").list_boxes() if b["status"] == "running"]
+    assert run_id is not None and make_backend("docker").list_boxes(run_id=run_id) == []  # pool closed
 
 
 async def test_evaluation_client_runs_an_episode_over_the_openai_api(vllm_servers, pool, view):

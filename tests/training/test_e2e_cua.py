@@ -5,6 +5,7 @@ process behind, and keeps no per-step weight copies."""
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 from pathlib import Path
@@ -27,8 +28,6 @@ async def served_version(address: str) -> int | None:
 
 
 def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
-    import asyncio
-
     server = vllm_servers["untied"]
     exp = tmp_path / "exp"
     run = run_training(
