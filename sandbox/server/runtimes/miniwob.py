@@ -126,6 +126,12 @@ class MiniWoBRuntime(Runtime):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"MiniWoB task {name} did not become ready")
             time.sleep(0.02)
+        # Ready is not painted: a click that arrives before chromium's first frame after the load can be
+        # dropped (seen as rare reward-0 oracle runs under load). Wait for two animation frames.
+        d.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));"
+        )
         # Keyboard focus on the browser window: a popup closed in the previous episode can leave X focus
         # elsewhere, and then clicks work while typed keys are lost.
         with contextlib.suppress(Exception):
