@@ -1,5 +1,10 @@
 """Training entry point: `python train_areal.py --config configs/local_cpu.yaml [key=value ...]`.
 
+Resume: `--resume` continues the trial (experiment_name/trial_name) from its newest checkpoint, and fails
+if it has none; `--resume_from_checkpoint PATH` starts from that checkpoint (a recover/globalstep<k>
+directory; an older one sets the newer ones aside). They set `checkpoint.resume_from`. Without either,
+recover.mode=auto resumes the trial if it has a checkpoint, as in AReaL.
+
 Several FSDP ranks: `torchrun --nproc-per-node N train_areal.py --config ... actor.backend=fsdp:dN`.
 
 AReaL's SPMD launcher (`python -m areal.infra.launcher.local train_areal.py --config ...`) only wraps
@@ -23,8 +28,29 @@ from cua_agent.config import CUAGRPOConfig
 from cua_agent.trainer import run
 
 
+def resume_overrides(argv: list[str]) -> list[str]:
+    """`--resume` / `--resume_from_checkpoint PATH` (or `=PATH`) → the checkpoint.resume_from override."""
+    out: list[str] = []
+    resume: str | None = None
+    args = iter(argv)
+    for arg in args:
+        if arg == "--resume":
+            resume = "latest"
+        elif arg == "--resume_from_checkpoint":
+            resume = next(args, None)
+            if not resume or resume.startswith("-"):
+                raise SystemExit("--resume_from_checkpoint needs a checkpoint directory")
+        elif arg.startswith("--resume_from_checkpoint="):
+            resume = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+    if resume is not None:
+        out.append(f"checkpoint.resume_from={resume}")
+    return out
+
+
 def main(argv: list[str]) -> None:
-    config, _ = load_expr_config(argv, CUAGRPOConfig)
+    config, _ = load_expr_config(resume_overrides(argv), CUAGRPOConfig)
     run(config)
 
 

@@ -18,8 +18,9 @@ model server in bench/inference.py; here their speed would hide the machinery's)
 - model → `FixedLatencyChat`: sleeps a fixed latency, then answers a valid Qwen-style click tool call
   (`format_tool_call`), so the real parser runs and every turn steps the sandbox; it returns no CallRecord
   (as evaluation clients do), so no training rows are built from processor outputs;
-- vLLM server → a local HTTP stub answering GET /health: the engine only health-checks servers in
-  `initialize`; no request is sent to it because the stand-in chat client does not call the engine.
+- vLLM server → a local HTTP stub answering GET /health and POST /resume: all the engine's `initialize`
+  asks (it health-checks servers, and resumes any a killed trainer left paused); no other request is
+  sent to it because the stand-in chat client does not call the engine.
 Not in the loop: the tokenizer's prompt-token count (`count_tokens`) and ModelView.row (image processor),
 both CPU work that the real CUAWorkflow does in the rollout thread.
 
@@ -173,13 +174,18 @@ class _Health(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def do_POST(self) -> None:
+        self.send_response(200 if self.path == "/resume" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:  # keep the bench's output to its numbers
         pass
 
 
 @contextmanager
 def health_stub() -> Iterator[str]:
-    """A local server that answers GET /health: all `RemoteInfEngine.initialize` asks of a server."""
+    """A local server that answers GET /health and POST /resume: all `initialize` asks of a server."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
     thread = threading.Thread(target=server.serve_forever, name="health-stub", daemon=True)
     thread.start()

@@ -36,6 +36,9 @@ class InferenceConfig:
     launch_local: bool = False
     # None = read tie_word_embeddings from each weight-sync checkpoint.
     tied_embeddings: bool | None = None
+    # How long generation waits for a server that stopped answering (restart, crash) before its episodes
+    # fail; a server that comes back without our weights gets them pushed again first.
+    recovery_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         for i, addr in enumerate(self.addresses):
@@ -45,6 +48,11 @@ class InferenceConfig:
                 f"inference.addresses[{i}]",
                 f"expected host:port, got {addr!r}",
             )
+        _check(
+            self.recovery_timeout_s > 0,
+            "inference.recovery_timeout_s",
+            f"must be > 0, got {self.recovery_timeout_s}",
+        )
         _check(
             not (self.launch_local and self.addresses),
             "inference.launch_local",
@@ -157,11 +165,40 @@ class TasksConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """Our recover checkpoints (AReaL's `recover` section sets when they are written: mode, freq_*).
+
+    Each is written to a staging directory and renamed into place once complete, so a kill during a save
+    never leaves a checkpoint that half-loads. Resuming restores model, optimizer, LR scheduler, RNG, data
+    position (episodes in flight at the save are replayed first), counters, stats logger, and the weights
+    on the inference servers (cua_agent/checkpointing.py)."""
+
+    keep_last: int = 3  # newest committed checkpoints kept; older ones are deleted
+    # None: resume if recover.mode is on/auto and the trial has a checkpoint; "latest": must resume from the
+    # trial's newest (train_areal.py --resume); a path: that checkpoint (--resume_from_checkpoint PATH).
+    resume_from: str | None = None
+    save_on_stop: bool = True  # SIGINT/SIGTERM: checkpoint the last finished step if it has none yet
+    stop_timeout_s: float = 60.0  # bound on abandoning in-flight episodes when stopping
+
+    def __post_init__(self) -> None:
+        _check(self.keep_last >= 1, "checkpoint.keep_last", f"must be >= 1, got {self.keep_last}")
+        _check(
+            self.resume_from is None or bool(str(self.resume_from).strip()),
+            "checkpoint.resume_from",
+            "must be null, 'latest' or a checkpoint directory",
+        )
+        _check(
+            self.stop_timeout_s > 0, "checkpoint.stop_timeout_s", f"must be > 0, got {self.stop_timeout_s}"
+        )
+
+
+@dataclass
 class CUAGRPOConfig(GRPOConfig):
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Import path of the RolloutWorkflow class; constructed as cls(config=config).
     workflow: str = "cua_agent.workflow.CUAWorkflow"
 
@@ -204,6 +241,11 @@ def validate(config: CUAGRPOConfig) -> None:
         "." in config.workflow,
         "workflow",
         f"must be an import path like 'pkg.module.Class', got {config.workflow!r}",
+    )
+    _check(
+        not (config.checkpoint.resume_from and config.recover.mode in ("disabled", "off")),
+        "checkpoint.resume_from",
+        f"resuming needs recover.mode on or auto (checkpoints), got recover.mode={config.recover.mode!r}",
     )
     if config.inference.launch_local:
         _check(bool(config.actor.path), "actor.path", "inference.launch_local serves actor.path: set it")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import threading
 import time
 import uuid
@@ -28,6 +29,7 @@ from PIL import Image
 from cua_agent.actions import CoordinateMapping
 from cua_agent.agent import Episode, EpisodeConfig, run_episode
 from cua_agent.client import CallRecord, EngineChatClient
+from cua_agent.data_feed import DRAW_KEY
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams
@@ -177,6 +179,31 @@ class CUAWorkflow(RolloutWorkflow):
                 ).start()
         return self._pool
 
+    def preflight(self) -> None:
+        """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode
+        of the run would fail the same way."""
+        backend = make_backend(self.sandbox_cfg.backend)
+        try:
+            backend.list_boxes()
+        except Exception as exc:
+            raise SandboxError(
+                f"sandbox backend {self.sandbox_cfg.backend!r} is unreachable ({type(exc).__name__}: {exc}); "
+                "for podman run `make setup`, or point DOCKER_HOST at a Docker engine"
+            ) from exc
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+
+    def remove_own_sandboxes(self) -> list[str]:
+        """Last resort at a forced exit (the pool's own cleanup did not finish): remove this process's
+        boxes directly through the backend."""
+        backend = make_backend(self.sandbox_cfg.backend)
+        mine = [b["id"] for b in backend.list_boxes() if b["labels"].get("cua.owner_pid") == str(os.getpid())]
+        for box_id in mine:
+            backend.remove_sync(box_id)
+        return mine
+
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
@@ -185,13 +212,23 @@ class CUAWorkflow(RolloutWorkflow):
     async def arun_episode(self, engine: StockVLLMEngine, data: dict[str, Any]) -> dict[str, Any] | None:
         pool = await self.pool()
         episodes = await asyncio.gather(*(self._episode(engine, pool, data) for _ in range(self.group_size)))
-        return self.group_to_batch(list(episodes), data)
+        batch = self.group_to_batch(list(episodes), data)
+        if DRAW_KEY in data:  # tell the TaskFeed what became of its row (see data_feed.py)
+            if batch is None:
+                engine.drop_row(data)
+            else:
+                batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
+        return batch
 
     def group_to_batch(self, episodes: list[Episode], data: dict[str, Any]) -> dict[str, Any] | None:
         """The group's training rows (one per model call), or None if too few episodes are usable."""
         ok = [ep for ep in episodes if ep.ok]
         self.stats["episodes"] += len(episodes)
         self.stats["infra_failures"] += len(episodes) - len(ok)
+        for ep in episodes:
+            if not ep.ok:  # by exception type, e.g. infra_failures/SandboxError
+                kind = "infra_failures/" + (ep.error or ep.status).split(":")[0]
+                self.stats[kind] = self.stats.get(kind, 0) + 1
         if len(ok) < self.min_group_size:
             self.stats["groups_rejected"] += 1
             log.warning(

@@ -9,26 +9,37 @@ discovery) and replaces what touches the server:
   tokens expanded, + output ids + logprobs) go through `VLLMServer` with bounded retries and typed errors;
 - pause/resume map to vLLM's `/pause?mode=abort` and `/resume`;
 - `update_weights_from_disk` runs reload → cache resets → served-version update on every server, and
-  verifies tied-embedding models (see `weight_sync`).
+  verifies tied-embedding models (see `weight_sync`);
+- a server that stops answering (restart, crash, hang) is waited for, bounded by `recovery_timeout_s`;
+  when it answers again its served version is checked and, if it lost our weights (a restarted server
+  serves the base model), the current weights are pushed again before it generates;
+- `prepare_batch` tells the `TaskFeed` which rows a batch trained on (resume without skipping rows).
 """
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from areal.api import ModelRequest, ModelResponse, ParamSpec, WeightUpdateMeta
 from areal.api.cli_args import InferenceEngineConfig
 from areal.api.io_struct import HttpRequest, WeightUpdateRequests
 from areal.engine.vllm_remote import VLLMBackend
 from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
-from areal.utils import name_resolve, names, stats_tracker
+from areal.utils import logging, name_resolve, names, stats_tracker
 
+from cua_agent.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.stopping import StopTraining
+
+from .errors import ServerUnavailableError
 from .http import RetryPolicy
 from .vllm_server import (
     Generation,
@@ -39,8 +50,11 @@ from .vllm_server import (
 )
 from .weight_sync import update_servers_from_disk
 
+log = logging.getLogger("StockVLLMEngine")
+
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
 _DONE = ("stop", "length", "tool_calls")
+RECOVERY_TIMEOUT_S = 300.0
 
 
 class StockVLLMBackend(VLLMBackend):
@@ -83,12 +97,43 @@ class ChatTurn:
 class StockVLLMEngine(RemoteInfEngine):
     """Drop-in for AReaL's `RemotevLLMEngine` against an unmodified vLLM server."""
 
-    def __init__(self, config: InferenceEngineConfig, *, tied_embeddings: bool | None = None):
+    def __init__(
+        self,
+        config: InferenceEngineConfig,
+        *,
+        tied_embeddings: bool | None = None,
+        recovery_timeout_s: float = RECOVERY_TIMEOUT_S,
+    ):
         super().__init__(config, StockVLLMBackend())
         # AReaL's request_retries counts attempts; request_timeout bounds each one.
         self.policy = RetryPolicy(attempts=max(1, config.request_retries), timeout_s=config.request_timeout)
         self.tied_embeddings = tied_embeddings
+        self.recovery_timeout_s = recovery_timeout_s
         self._servers: dict[str, VLLMServer] = {}
+        # The weights every server should serve: (checkpoint dir, version), kept on disk until the next
+        # update so a server that restarts can be given them again. None: the servers' initial weights.
+        self._current_weights: tuple[str, int] | None = None
+        self._weights_lock = threading.Lock()  # a re-push and a trainer update never interleave
+        self._recovering: dict[str, asyncio.Task[None]] = {}
+        self.feed: TaskFeed | None = None
+        self.waiting_for_batch = False  # the trainer is blocked in prepare_batch (a stop may abandon it)
+        self.stop_requested: int | None = None  # the signal of a requested stop: no further batch starts
+        self.last_trained_rows: list[dict[str, Any]] = []
+        self.counters = {"server_errors": 0, "server_recoveries": 0, "weight_repushes": 0, "stale_servers": 0}
+
+    def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        """AReaL's server discovery; then every server is resumed: a trainer killed during a weight update
+        leaves its servers paused, and nothing would ever generate."""
+        result = super().initialize(*args, **kwargs)
+
+        async def resume_all() -> None:
+            try:
+                await asyncio.gather(*(VLLMServer(a, policy=self.policy).resume() for a in self.addresses))
+            finally:
+                await close_loop_session()
+
+        asyncio.run(resume_all())
+        return result
 
     def export_stats(self) -> dict[str, float]:
         """PPOTrainer calls it every step; RemoteInfEngine lacks it (AReaL's RemotevLLMEngine has it)."""
@@ -97,6 +142,32 @@ class StockVLLMEngine(RemoteInfEngine):
     def destroy(self) -> None:
         close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
         super().destroy()
+        if self._current_weights is not None:  # training is over: nothing left to re-push
+            shutil.rmtree(self._current_weights[0], ignore_errors=True)
+            self._current_weights = None
+
+    # ---- data -------------------------------------------------------------------------------------------
+    def prepare_batch(
+        self, dataloader: Any, workflow: Any, *args: Any, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """AReaL's prepare_batch; then report the batch's rows to the TaskFeed as trained."""
+        if isinstance(dataloader, TaskFeed):
+            self.feed = dataloader
+        if self.stop_requested is not None:
+            raise StopTraining(self.stop_requested)
+        self.waiting_for_batch = True
+        try:
+            batch = super().prepare_batch(dataloader, workflow, *args, **kwargs)
+        finally:
+            self.waiting_for_batch = False
+        draws = sorted({int(d) for traj in batch for d in traj.pop(DRAW_KEY, torch.empty(0)).tolist()})
+        self.last_trained_rows = self.feed.done(draws) if self.feed is not None else []
+        return batch
+
+    def drop_row(self, row: dict[str, Any]) -> None:
+        """The workflow rejected this row's group: it will not be trained on, and must not be replayed."""
+        if self.feed is not None and DRAW_KEY in row:
+            self.feed.done([row[DRAW_KEY]])
 
     def server(self, address: str) -> VLLMServer:
         if address not in self._servers:
@@ -131,7 +202,7 @@ class StockVLLMEngine(RemoteInfEngine):
             await self._wait_unpaused()
             version = self.get_version()
             attempts += 1
-            gen = await self.server(address).chat(messages, sampling)
+            gen = await self._generate(address, lambda s: s.chat(messages, sampling))
             if gen.finish_reason != "abort":
                 return ChatTurn(gen, version, address, attempts)
             await asyncio.sleep(0.2)
@@ -166,7 +237,8 @@ class StockVLLMEngine(RemoteInfEngine):
             await self._wait_unpaused()
             version = self.get_version()
             sampling.max_tokens = budget - len(out_ids)
-            gen = await self.server(address).complete_tokens(list(req.input_ids) + out_ids, sampling)
+            prompt = list(req.input_ids) + out_ids
+            gen = await self._generate(address, lambda s, p=prompt: s.complete_tokens(p, sampling))
             out_ids += gen.output_token_ids
             out_lp += gen.output_logprobs
             versions += [version] * len(gen.output_token_ids)
@@ -184,6 +256,60 @@ class StockVLLMEngine(RemoteInfEngine):
             processor=req.processor,
         )
 
+    # ---- server faults ----------------------------------------------------------------------------------
+    async def _generate(self, address: str, call: Callable[[VLLMServer], Any]) -> Generation:
+        """`call` on the server; if the server is unavailable after its retries, wait for it to recover
+        (and get our weights back) and try once more."""
+        server = self.server(address)
+        try:
+            return await call(server)
+        except ServerUnavailableError as exc:
+            self.counters["server_errors"] += 1
+            log.warning(f"{exc}; waiting up to {self.recovery_timeout_s:.0f}s for it to recover")
+            await self._recover(address)
+            return await call(server)
+
+    async def _recover(self, address: str) -> None:
+        """One recovery per server at a time; concurrent episodes wait on the same one."""
+        task = self._recovering.get(address)
+        if task is None or task.done():
+            task = asyncio.ensure_future(self._recover_server(address))
+            self._recovering[address] = task
+        await asyncio.shield(task)
+
+    async def _recover_server(self, address: str) -> None:
+        server = self.server(address)
+        start = time.monotonic()
+        try:
+            await server.wait_healthy(self.recovery_timeout_s)
+        except TimeoutError as exc:
+            raise ServerUnavailableError(
+                address, "/health", 1, time.monotonic() - start, f"no recovery: {exc}"
+            ) from exc
+        self.counters["server_recoveries"] += 1
+        await self.ensure_current_weights(address)
+        log.info(f"vLLM server {address} answers again after {time.monotonic() - start:.1f}s")
+
+    async def ensure_current_weights(self, address: str) -> bool:
+        """Push the current weights to `address` if it does not serve them (e.g. after a restart).
+        Returns whether it had to."""
+        server = self.server(address)
+        await asyncio.to_thread(self._weights_lock.acquire)
+        try:
+            current = self._current_weights
+            served = await server.weight_version()
+            if current is None or served == current[1]:
+                return False
+            path, version = current
+            log.warning(f"vLLM server {address} serves version {served}, not {version}: pushing {path} again")
+            await update_servers_from_disk(
+                [server], path, version, tied_embeddings=self.tied_embeddings, pause=True
+            )
+            self.counters["weight_repushes"] += 1
+            return True
+        finally:
+            self._weights_lock.release()
+
     # ---- weights ----------------------------------------------------------------------------------------
     def update_weights_from_disk(self, meta: WeightUpdateMeta) -> Future[float]:
         """Called by AReaL's FSDP engine right after `pause_generation`, *before* it saves the checkpoint:
@@ -198,43 +324,42 @@ class StockVLLMEngine(RemoteInfEngine):
             self.config.experiment_name, self.config.trial_name, self.get_version()
         )
         version = meta.version if meta.version is not None else self.get_version() + 1
-        future = get_executor().submit(
-            _load_after_save_signal,
-            key,
-            list(self.addresses),
-            meta.path,
-            version,
-            self.policy,
-            self.tied_embeddings,
-            self.config.request_timeout,
-        )
-        if meta.clear_checkpoint_after_load:  # else a full model copy piles up per step (as AReaL's engine)
-            path = meta.path
-            future.add_done_callback(
-                lambda f: f.exception() is None and shutil.rmtree(path, ignore_errors=True)
-            )
-        return future
+        return get_executor().submit(self._load_after_save_signal, key, meta.path, version, meta)
 
+    def _load_after_save_signal(self, key: str, path: str, version: int, meta: WeightUpdateMeta) -> float:
+        """Runs in a worker thread with its own event loop. Returns seconds spent loading.
 
-def _load_after_save_signal(
-    key: str,
-    addresses: list[str],
-    path: str,
-    version: int,
-    policy: RetryPolicy,
-    tied: bool | None,
-    save_timeout_s: float,
-) -> float:
-    """Runs in a worker thread with its own event loop. Returns seconds spent loading."""
-    name_resolve.wait(key, timeout=save_timeout_s)
-    start = time.perf_counter()
-    servers = [VLLMServer(a, policy=policy) for a in addresses]
+        A server that cannot be reached does not fail the step: it is behind, and gets these weights when
+        it answers again (`ensure_current_weights`). Any other failure (a reload error, a stale tied head)
+        does. The previous version's directory is removed (else a full model copy piles up per step); this
+        one is kept for re-pushes until the next update (or the end of training)."""
+        name_resolve.wait(key, timeout=self.config.request_timeout)
+        start = time.perf_counter()
+        servers = [VLLMServer(a, policy=self.policy) for a in self.addresses]
 
-    async def load() -> None:
-        try:
-            await update_servers_from_disk(servers, path, version, tied_embeddings=tied, pause=False)
-        finally:
-            await close_loop_session()
+        async def load() -> list[BaseException | None]:
+            try:
+                return await asyncio.gather(
+                    *(
+                        update_servers_from_disk(
+                            [s], path, version, tied_embeddings=self.tied_embeddings, pause=False
+                        )
+                        for s in servers
+                    ),
+                    return_exceptions=True,
+                )
+            finally:
+                await close_loop_session()
 
-    asyncio.run(load())
-    return time.perf_counter() - start
+        with self._weights_lock:
+            results = asyncio.run(load())
+            for server, result in zip(servers, results, strict=True):
+                if isinstance(result, ServerUnavailableError):
+                    self.counters["stale_servers"] += 1
+                    log.warning(f"weights v{version} not loaded on {server.address} (unavailable): {result}")
+                elif isinstance(result, BaseException):
+                    raise result
+            previous, self._current_weights = self._current_weights, (path, version)
+        if previous is not None and previous[0] != path and meta.clear_checkpoint_after_load:
+            shutil.rmtree(previous[0], ignore_errors=True)
+        return time.perf_counter() - start

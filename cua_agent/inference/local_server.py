@@ -3,6 +3,7 @@ stopped with their whole process group. Used by the tests, the benchmarks and th
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -88,8 +89,15 @@ def start_vllm(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return VLLMProcess(model_dir, port, log_path, proc)
+
+
+def _die_with_parent() -> None:
+    """SIGTERM the launcher when the process that started it dies, even by SIGKILL (its own session keeps
+    it out of our Ctrl-C, so nothing else would stop it); the launcher's trap stops the server."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def vllm_python() -> str:

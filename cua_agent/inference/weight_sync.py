@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from .checkpoints import ties_embeddings, write_explicit_head
-from .errors import InferenceServerError, WeightUpdateError
+from .errors import InferenceServerError, ServerUnavailableError, WeightUpdateError
 from .vllm_server import VLLMServer
 
 
@@ -47,8 +47,8 @@ async def _update_one(server: VLLMServer, path: str, version: int, *, tied: bool
             await verify_tied_head(server, path)
         await server.reset_caches()
         await server.set_weight_version(version)
-    except WeightUpdateError:
-        raise
+    except (WeightUpdateError, ServerUnavailableError):
+        raise  # unreachable stays typed as such: the caller decides (a restarted server is re-pushed later)
     except InferenceServerError as exc:
         raise WeightUpdateError(
             server.address, "(weight update)", f"loading {path} as v{version} failed: {exc}"

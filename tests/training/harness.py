@@ -4,6 +4,7 @@ state are process-global), and inspect what it leaves behind."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import psutil
 from cua_agent.inference.local_server import REPO
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
+from sandbox.backends import make_backend
 
 RUN_TIMEOUT_S = 600
 
@@ -32,21 +34,44 @@ class Run:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
-def run_training(overrides: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> Run:
-    cmd = [sys.executable, "train_areal.py", "--config", config, *overrides]
+def start_training(args: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> subprocess.Popen:
+    cmd = [sys.executable, "train_areal.py", "--config", config, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     env.pop("WANDB_API_KEY", None)
-    start = time.monotonic()
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-        try:
-            rc = proc.wait(RUN_TIMEOUT_S)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-    return Run(rc, proc.pid, time.monotonic() - start, log)
+
+
+def wait_training(proc: subprocess.Popen, log: Path, start: float, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+    try:
+        rc = proc.wait(timeout_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    return Run(proc.returncode if rc is None else rc, proc.pid, time.monotonic() - start, log)
+
+
+def run_training(args: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> Run:
+    start = time.monotonic()
+    return wait_training(start_training(args, log, config), log, start)
+
+
+def steps_of(exp: Path, pid: int | None = None) -> dict[int, dict]:
+    """steps.jsonl records by global step (of one process, if given); the last record of a step wins."""
+    records = {}
+    for path in exp.glob("logs/*/*/*/steps.jsonl"):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if pid is None or r["pid"] == pid:
+                records[r["global_step"]] = r
+    return records
+
+
+def boxes_of(pid: int) -> list[dict]:
+    return [b for b in make_backend("docker").list_boxes() if b["labels"].get("cua.owner_pid") == str(pid)]
 
 
 def left_in_session(sid: int) -> list[str]:

@@ -60,7 +60,7 @@ def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
     assert list((exp / "screenshots").rglob("*.png"))
     assert "Train step 2/" in (exp / "logs" / "training.log").read_text(errors="replace")
     trial = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "default"
-    assert (trial / "recover_checkpoint").is_dir()
+    assert (trial.parent / "recover" / "globalstep1" / "manifest.json").is_file()
     assert not list(trial.glob("weight_update_v*")), "weight-sync copies must be removed once loaded"
     print(f"\n2 GRPO steps on real sandboxes: {run.elapsed_s:.0f}s, {len(episodes)} episodes")
     restore_weights(server.address, MODELS["untied"], tmp_path, version=3)

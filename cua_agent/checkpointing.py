@@ -1,0 +1,394 @@
+"""Recover checkpoints that are atomic, complete and checked before they are loaded.
+
+AReaL 1.0.4's FSDP recover overwrites one fixed directory in place (a kill mid-save leaves a checkpoint that
+half-loads) and restores neither the LR scheduler nor the RNG (DESIGN §4). `RecoverCheckpoints` replaces
+its save/load for `CUATrainer`, reusing AReaL's pieces: the engine's DCP save of model + optimizer and
+`RecoverInfo` (step counters, saver/evaluator/stats-logger/dataloader state, checkpoint frequency state).
+
+Layout, under AReaL's save root of the trial (checkpoints/<user>/<experiment>/<trial>/):
+    recover/globalstep<k>/           committed checkpoint taken after global step k (0-based, as AReaL)
+        model/                       FSDP model + optimizer (torch DCP)
+        recover_info/                AReaL's RecoverInfo
+        trainer_state/rank<r>.pt     LR scheduler and RNG state of each rank
+        manifest.json                written last: what the checkpoint belongs to, and its files with sizes
+    recover/.staging-globalstep<k>/  a save in progress; renamed to globalstep<k> once complete
+    recover/superseded/              newer checkpoints set aside when a run resumes from an older one
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from areal.api import FinetuneSpec, SaveLoadMeta, StepInfo
+from areal.utils import logging, timeutil
+from areal.utils.recover import RecoverInfo
+from areal.utils.saver import Saver
+
+log = logging.getLogger("Checkpoints")
+
+FORMAT = 1
+_PREFIX = "globalstep"
+_STAGING = ".staging-"
+# Model config keys that decide whether weights and optimizer state fit (top level or text_config).
+_SHAPE_KEYS = (
+    "model_type",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "tie_word_embeddings",
+)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete or does not fit this run; the message says what differs."""
+
+
+# ---- what a checkpoint belongs to -------------------------------------------------------------------------
+def model_shape(model_path: str) -> dict[str, Any]:
+    """The parts of an HF config.json that decide whether a checkpoint's tensors fit the model."""
+    cfg_path = Path(model_path) / "config.json"
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read the model config {cfg_path}: {exc}") from exc
+    text = cfg.get("text_config") or {}
+    shape = {k: text.get(k, cfg.get(k)) for k in _SHAPE_KEYS}
+    shape["architectures"] = cfg.get("architectures")
+    return shape
+
+
+def fingerprint(
+    *,
+    model_path: str,
+    actor_backend: str,
+    world_size: int,
+    batch_size: int,
+    steps_per_epoch: int,
+    lr_type: str,
+) -> dict[str, Any]:
+    """What must match between the run that saved a checkpoint and the run that loads it."""
+    return {
+        "model": model_shape(model_path),
+        "actor.backend": actor_backend,
+        "world_size": world_size,
+        "train_dataset.batch_size": batch_size,
+        "steps_per_epoch": steps_per_epoch,
+        "actor.optimizer.lr_scheduler_type": lr_type,
+    }
+
+
+def differences(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:
+    out = []
+    for key in sorted(set(saved) | set(now)):
+        a, b = saved.get(key), now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: checkpoint has {a!r}, this run has {b!r}")
+    return out
+
+
+# ---- committed checkpoints on disk ----------------------------------------------------------------------
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of a committed checkpoint, after checking every listed file is there with its size."""
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    manifest_path = path / "manifest.json"
+    if not manifest_path.is_file():
+        raise CheckpointError(
+            f"{path} is not a complete checkpoint: no manifest.json (a save that was interrupted never "
+            f"becomes one; pass a recover/{_PREFIX}<k> directory)"
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files: dict[str, int] = manifest["files"]
+        int(manifest["global_step"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"checkpoint {path}: unreadable manifest.json ({exc!r})") from exc
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint {path}: format {manifest.get('format')!r}, expected {FORMAT}")
+    for rel, size in files.items():
+        f = path / rel
+        if not f.is_file():
+            raise CheckpointError(f"checkpoint {path} is corrupt: {rel} is missing")
+        if f.stat().st_size != size:
+            raise CheckpointError(
+                f"checkpoint {path} is corrupt: {rel} has {f.stat().st_size} bytes, the manifest says {size}"
+            )
+    return manifest
+
+
+class CheckpointStore:
+    """The committed checkpoints of one trial: `root` = <save root>/recover."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def committed(self) -> list[tuple[int, Path]]:
+        """(global_step, dir) of every committed checkpoint, oldest first."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for d in self.root.iterdir():
+            step = d.name.removeprefix(_PREFIX)
+            if d.is_dir() and d.name.startswith(_PREFIX) and step.isdigit():
+                found.append((int(step), d))
+        return sorted(found)
+
+    def latest(self) -> Path | None:
+        committed = self.committed()
+        return committed[-1][1] if committed else None
+
+    def path(self, global_step: int) -> Path:
+        return self.root / f"{_PREFIX}{global_step}"
+
+    def fresh_staging(self, global_step: int) -> Path:
+        staging = self.root / f"{_STAGING}{_PREFIX}{global_step}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        return staging
+
+    def commit(self, staging: Path, global_step: int, manifest: dict[str, Any]) -> Path:
+        """Write the manifest (last), then rename the staging directory into place: the one atomic step."""
+        manifest = {**manifest, "files": _file_sizes(staging)}
+        tmp = staging / "manifest.json.tmp"
+        with open(tmp, "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, staging / "manifest.json")
+        final = self.path(global_step)
+        if final.exists():  # an abandoned future of this trial (resumed from an older step): replace it
+            trash = self.root / f"{_STAGING}replaced-{final.name}-{time.time_ns()}"
+            os.rename(final, trash)
+            os.rename(staging, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(staging, final)
+        _fsync_dir(self.root)
+        return final
+
+    def prune(self, keep_last: int) -> list[Path]:
+        removed = []
+        for _, d in self.committed()[:-keep_last]:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+        return removed
+
+    def remove_staging(self) -> None:
+        """Leftovers of saves that a kill interrupted."""
+        if self.root.is_dir():
+            for d in self.root.glob(f"{_STAGING}*"):
+                shutil.rmtree(d, ignore_errors=True)
+
+    def supersede_after(self, global_step: int) -> list[Path]:
+        """Set aside checkpoints newer than `global_step`, so `latest` means the resumed line of training."""
+        moved = []
+        for step, d in self.committed():
+            if step > global_step:
+                dest = self.root / "superseded" / f"{d.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+                dest.parent.mkdir(exist_ok=True)
+                os.rename(d, dest)
+                moved.append(dest)
+        return moved
+
+
+def _file_sizes(root: Path) -> dict[str, int]:
+    return {
+        str(p.relative_to(root)): p.stat().st_size
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "manifest.json.tmp"
+    }
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def resolve_resume(resume_from: str | None, recover_mode: str, store: CheckpointStore) -> Path | None:
+    """The checkpoint this run starts from, or None for a fresh start.
+
+    resume_from=None: AReaL's recover semantics (mode on/auto resumes if the trial has a checkpoint);
+    "latest": the trial's newest, and an error if it has none; otherwise a checkpoint directory (or a
+    recover/ directory, meaning its newest)."""
+    if recover_mode in ("disabled", "off"):
+        return None
+    if resume_from is None:
+        return store.latest()
+    if resume_from == "latest":
+        latest = store.latest()
+        if latest is None:
+            raise CheckpointError(
+                f"--resume: no checkpoint of this trial under {store.root} (wrong experiment_name/trial_name "
+                "or cluster.fileroot?)"
+            )
+        return latest
+    path = Path(resume_from).expanduser().resolve()
+    if path.is_dir() and not (path / "manifest.json").exists():
+        latest = CheckpointStore(path).latest()
+        if latest is not None:
+            return latest
+    read_manifest(path)  # raises with the reason
+    return path
+
+
+# ---- RNG ------------------------------------------------------------------------------------------------
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---- save and load -----------------------------------------------------------------------------------------
+class RecoverCheckpoints:
+    """Saves and loads the recover state of a `CUATrainer` (one instance per rank)."""
+
+    def __init__(self, config: Any, ft_spec: FinetuneSpec, expected: dict[str, Any]):
+        self.config = config
+        rc = config.recover
+        self.enabled = rc.mode not in ("disabled", "off")
+        self.store = CheckpointStore(
+            Path(Saver.get_save_root(rc.experiment_name, rc.trial_name, rc.fileroot)) / "recover"
+        )
+        self.ft_spec = ft_spec
+        self.expected = expected
+        self.freq_ctl = timeutil.EpochStepTimeFreqCtl(
+            freq_epoch=rc.freq_epochs, freq_step=rc.freq_steps, freq_sec=rc.freq_secs
+        )
+        self.last_saved_step = -1
+
+    def due(self, step_info: StepInfo) -> bool:
+        """AReaL's frequency rule (recover.freq_epochs/steps/secs); advances its counters."""
+        last_of_epoch = int(step_info.epoch_step == self.ft_spec.steps_per_epoch - 1)
+        return self.freq_ctl.check(epochs=last_of_epoch, steps=1)
+
+    def save(
+        self, step_info: StepInfo, actor: Any, saver: Any, evaluator: Any, stats: Any, data: Any
+    ) -> Path:
+        step = step_info.global_step
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        start = time.monotonic()
+        staging = self.store.root / f"{_STAGING}{_PREFIX}{step}"
+        if rank == 0:
+            self.store.remove_staging()
+            staging = self.store.fresh_staging(step)
+        _barrier(actor)
+        actor.save(
+            SaveLoadMeta(
+                path=str(staging / "model"),
+                weight_format="dcp",
+                with_optim=not self.config.recover.no_save_optim,
+                tokenizer=None,
+                processor=None,
+                base_model_path=None,
+            )
+        )
+        RecoverInfo(
+            last_step_info=step_info,
+            saver_info=saver.state_dict(),
+            evaluator_info=evaluator.state_dict(),
+            stats_logger_info=stats.state_dict(),
+            dataloader_info=data.state_dict(),
+            checkpoint_info=self.freq_ctl.state_dict(),
+        ).dump(str(staging / "recover_info"))
+        (staging / "trainer_state").mkdir(exist_ok=True)
+        torch.save(
+            {"lr_scheduler": actor.lr_scheduler.state_dict(), "rng": rng_state()},
+            staging / "trainer_state" / f"rank{rank}.pt",
+        )
+        _barrier(actor)
+        final = self.store.path(step)
+        if rank == 0:
+            final = self.store.commit(
+                staging,
+                step,
+                {
+                    "format": FORMAT,
+                    "global_step": step,
+                    "step_info": asdict(step_info),
+                    "created": time.time(),
+                    "compat": self.expected,
+                },
+            )
+            removed = self.store.prune(self.config.checkpoint.keep_last)
+            log.info(
+                f"Checkpoint of step {step + 1} committed: {final} ({time.monotonic() - start:.1f}s"
+                + (f"; removed {len(removed)} older)" if removed else ")")
+            )
+        _barrier(actor)
+        self.last_saved_step = step
+        return final
+
+    def load(self, path: Path, actor: Any, saver: Any, evaluator: Any, stats: Any, data: Any) -> RecoverInfo:
+        """Restore everything but the inference servers' weights (the trainer pushes those next)."""
+        manifest = self.check(path)
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        try:
+            info = RecoverInfo.load(str(path / "recover_info"))
+            saver.load_state_dict(info.saver_info)
+            self.freq_ctl.load_state_dict(info.checkpoint_info)
+            evaluator.load_state_dict(info.evaluator_info)
+            stats.load_state_dict(info.stats_logger_info)
+            data.load_state_dict(info.dataloader_info)
+            actor.load(
+                SaveLoadMeta(
+                    path=str(path / "model"),
+                    weight_format="dcp",
+                    with_optim=not self.config.recover.no_load_optim,
+                    tokenizer=None,
+                    processor=None,
+                    base_model_path=None,
+                )
+            )
+            state = torch.load(path / "trainer_state" / f"rank{rank}.pt", weights_only=False)
+            actor.lr_scheduler.load_state_dict(state["lr_scheduler"])
+            set_rng_state(state["rng"])
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            raise CheckpointError(f"loading checkpoint {path} failed: {type(exc).__name__}: {exc}") from exc
+        self.last_saved_step = int(manifest["global_step"])
+        return info
+
+    def check(self, path: Path) -> dict[str, Any]:
+        """The manifest, if the checkpoint is complete and fits this run; else CheckpointError naming why."""
+        manifest = read_manifest(path)
+        diff = differences(manifest.get("compat", {}), self.expected)
+        if diff:
+            raise CheckpointError(f"checkpoint {path} does not fit this run: " + "; ".join(diff))
+        return manifest
+
+
+def _barrier(actor: Any) -> None:
+    if dist.is_initialized():
+        dist.barrier(group=actor.cpu_group)

@@ -1,0 +1,93 @@
+"""Faults during a real 4-step training run (train_areal.py, real podman sandboxes, a real vLLM CPU server
+behind `FaultProxy`): a sandbox container is killed mid-episode, the server answers 500, hangs, and is
+restarted (a real restart: it comes back serving the base weights). The run completes all steps; the
+failures are counted in each step's record; the restarted server gets the current weights pushed again
+before it generates; no episode lost to infrastructure is trained on (in particular not as reward 0)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from cua_agent.inference.local_server import MODELS, start_vllm
+from sandbox.backends.docker import default_docker_host
+from tests.training.fault_proxy import FaultProxy
+from tests.training.harness import boxes_of, left_in_session, start_training, steps_of, wait_training
+from tests.training.test_resume import served_version, wait_for
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+
+
+def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server(tmp_path: Path):
+    server = start_vllm(MODELS["untied"], tmp_path)
+    try:
+        server.wait_healthy(600)
+        with FaultProxy(server.address) as proxy:
+            exp = tmp_path / "exp"
+            start = time.monotonic()
+            proc = start_training(
+                [
+                    f"cluster.fileroot={exp}",
+                    f"total_train_steps={STEPS}",
+                    "inference.launch_local=false",
+                    f'inference.addresses=["{proxy.address}"]',
+                    "inference.recovery_timeout_s=400",
+                    "rollout.request_timeout=20",
+                    "rollout.request_retries=2",
+                    "tasks.task_ids=[miniwob/click-test,miniwob/click-button]",
+                    "agent.group_size=2",
+                    "agent.min_group_size=1",
+                    "agent.max_turns=2",
+                    "agent.max_new_tokens=16",
+                    "sandbox.max_concurrency=4",
+                ],
+                tmp_path / "run.log",
+            )
+            # Step 1: kill a sandbox container in the middle of its episode.
+            wait_for(lambda: len(boxes_of(proc.pid)) > 0, 300, "the first sandboxes", proc)
+            time.sleep(1.0)
+            victim = boxes_of(proc.pid)[0]
+            docker.DockerClient(base_url=default_docker_host()).containers.get(victim["id"]).kill()
+            # Step 2: 500s (more than one request's retries); step 3: two hung requests.
+            wait_for(lambda: 0 in steps_of(exp, proc.pid), 300, "step 1", proc)
+            proxy.fail_next = 4
+            wait_for(lambda: 1 in steps_of(exp, proc.pid), 300, "step 2", proc)
+            proxy.hang_next = 2
+            # Step 4: restart the server; it comes back with the base weights.
+            wait_for(lambda: 2 in steps_of(exp, proc.pid), 300, "step 3", proc)
+            server.stop()
+            server = start_vllm(MODELS["untied"], tmp_path, port=server.port)
+            run = wait_training(proc, tmp_path / "run.log", start, timeout_s=900)
+            assert run.rc == 0, f"exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
+
+        steps = steps_of(exp, run.pid)
+        assert sorted(steps) == list(range(STEPS))
+        faults = {k: sum(s["faults"].get(k, 0) for s in steps.values()) for k in steps[STEPS - 1]["faults"]}
+        episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+        lost = [e for e in episodes if e["status"] == "infra_error"]
+        assert proxy.counts["failed"] == 4 and proxy.counts["hung"] == 2
+        assert proxy.counts["unreachable"] > 0, "the restart must have been seen by the run"
+        assert faults["server_errors"] >= 1 and faults["server_recoveries"] >= 1
+        assert faults["weight_repushes"] >= 1, "the restarted server must get the current weights again"
+        assert faults["infra_failures"] == len(lost) >= 1
+        assert any((e["error"] or "").startswith("Sandbox") for e in lost), [e["error"] for e in lost]
+        # Never trained on: no advantage, so no row with a (zero or other) reward came from them.
+        assert all(e["advantage"] is None for e in lost)
+        trained = [e for e in episodes if e["advantage"] is not None]
+        assert trained and all(e["task_reward"] is not None for e in trained)
+        assert served_version(server.address) == STEPS
+        assert boxes_of(run.pid) == [] and left_in_session(run.pid) == []
+        log = (exp / "logs" / "training.log").read_text(errors="replace")
+        assert "pushing" in log and "answers again" in log
+        print(
+            f"\n{STEPS} steps with faults in {run.elapsed_s:.0f}s: {json.dumps(faults)}; proxy {proxy.counts}; "
+            f"{len(lost)} episode(s) lost to infrastructure, none trained on"
+        )
+    finally:
+        server.stop()

@@ -1,0 +1,242 @@
+"""Exact resume, on the product path (train_areal.py, real sandboxes, the real vLLM CPU server, AReaL's
+PPOTrainer): a run killed with SIGKILL in the middle of a step and restarted with `--resume` trains the
+remaining steps on the same rows, in the same order, with the same learning rates as an uninterrupted run
+of the same seed; the sandboxes the killed run left are reaped; an older checkpoint can be chosen;
+corrupt or incompatible checkpoints are refused with the reason; SIGTERM stops cleanly and checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from areal.api.cli_args import load_expr_config
+
+from cua_agent.checkpointing import CheckpointError, read_manifest
+from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.local_server import MODELS, REPO
+from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
+from cua_agent.trainer import _absolute_paths, _resume_point
+from tests.training.harness import (
+    boxes_of,
+    left_in_session,
+    restore_weights,
+    run_training,
+    start_training,
+    steps_of,
+    wait_training,
+)
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+
+
+def args(exp: Path, address: str, steps: int = STEPS) -> list[str]:
+    return [
+        f"cluster.fileroot={exp}",
+        f"total_train_steps={steps}",
+        "seed=7",
+        "inference.launch_local=false",
+        f'inference.addresses=["{address}"]',
+        "tasks.task_ids=[miniwob/click-test,miniwob/click-button]",
+        "agent.group_size=2",
+        "agent.min_group_size=2",
+        "agent.max_turns=2",
+        "agent.max_new_tokens=16",
+        "sandbox.max_concurrency=2",
+        # One group in flight: step k trains draw k, so runs compare step by step. (With more, groups finish
+        # out of order and a checkpoint has rows in flight; their replay is tested in test_data_feed.py.)
+        "rollout.max_concurrent_rollouts=1",
+        "actor.optimizer.lr_scheduler_type=linear",  # the LR changes every step
+    ]
+
+
+def recover_dir(exp: Path) -> Path:
+    return exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "recover"
+
+
+def served_version(address: str) -> int | None:
+    async def go() -> int | None:
+        try:
+            return await VLLMServer(address).weight_version()
+        finally:
+            await close_loop_session()
+
+    return asyncio.run(go())
+
+
+def same_steps(a: dict, b: dict) -> list[str]:
+    """Differences in what was trained (rows, in order) and with which LR."""
+    return [
+        f"step {s}: {a[s]['lr']} {a[s]['rows']} vs {b[s]['lr']} {b[s]['rows']}"
+        for s in sorted(set(a) & set(b))
+        if (a[s]["lr"], a[s]["rows"]) != (b[s]["lr"], b[s]["rows"])
+    ]
+
+
+@pytest.fixture(scope="module")
+def reference(vllm_servers, tmp_path_factory):
+    """An uninterrupted run of STEPS steps."""
+    server = vllm_servers["untied"]
+    exp = tmp_path_factory.mktemp("reference") / "exp"
+    run = run_training(args(exp, server.address), exp.parent / "run.log")
+    assert run.rc == 0, f"reference run exited {run.rc}:\n{run.tail()}"
+    steps = steps_of(exp)
+    assert sorted(steps) == list(range(STEPS))
+    assert len({s["lr"] for s in steps.values()}) == STEPS, "the linear schedule must change the LR"
+    yield exp, steps
+    restore_weights(server.address, MODELS["untied"], exp.parent, version=0)
+
+
+def wait_for(predicate, timeout_s: float, what: str, proc) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert proc.poll() is None, f"the run exited ({proc.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_kill_9_mid_step_then_resume_matches_an_uninterrupted_run(vllm_servers, reference, tmp_path: Path):
+    server = vllm_servers["untied"]
+    _, ref_steps = reference
+    exp = tmp_path / "exp"
+    start = time.monotonic()
+    proc = start_training(args(exp, server.address), tmp_path / "killed.log")
+    # Kill in the middle of step 3 (global step 2): after step 2 was logged, while its episodes run.
+    wait_for(lambda: 1 in steps_of(exp, proc.pid), 300, "step 2", proc)
+    wait_for(lambda: len(boxes_of(proc.pid)) > 0, 120, "step 3's sandboxes", proc)
+    proc.send_signal(signal.SIGKILL)
+    killed = wait_training(proc, tmp_path / "killed.log", start)
+    assert killed.rc == -9
+    orphans = boxes_of(killed.pid)
+    assert orphans, "the killed run should have left its sandboxes running (or the test killed too late)"
+    assert 2 not in steps_of(exp, killed.pid)
+    assert [p.name for p in sorted(recover_dir(exp).iterdir())] == ["globalstep0", "globalstep1"]
+
+    resumed = run_training(["--resume", *args(exp, server.address)], tmp_path / "resumed.log")
+    assert resumed.rc == 0, f"resumed run exited {resumed.rc}:\n{resumed.tail()}"
+    log = (exp / "logs" / "training.log").read_text(errors="replace")
+    assert f"Resumed from {recover_dir(exp) / 'globalstep1'}" in log
+
+    first, second = steps_of(exp, killed.pid), steps_of(exp, resumed.pid)
+    assert sorted(first) == [0, 1] and sorted(second) == [2, 3]
+    assert same_steps({**first, **second}, ref_steps) == []
+    assert served_version(server.address) == STEPS
+    assert boxes_of(killed.pid) == [] and boxes_of(resumed.pid) == [], "orphaned sandboxes must be reaped"
+    assert left_in_session(resumed.pid) == []
+    wandb_runs = list(exp.glob("logs/*/*/*/wandb/offline-run-*"))
+    assert len(wandb_runs) == 2 and all(p.name.endswith("-cua-local_trial0_train") for p in wandb_runs), (
+        f"the resumed run must continue the same wandb run id: {wandb_runs}"
+    )
+    print(
+        f"\nkill -9 at step 3 after {killed.elapsed_s:.0f}s ({len(orphans)} orphaned sandboxes); "
+        f"resumed run {resumed.elapsed_s:.0f}s; steps 3-4 match the uninterrupted run"
+    )
+
+
+def test_resume_from_an_older_checkpoint(vllm_servers, reference, tmp_path: Path):
+    server = vllm_servers["untied"]
+    ref_exp, ref_steps = reference
+    exp = tmp_path / "exp"
+    shutil.copytree(ref_exp, exp)
+    older = recover_dir(exp) / "globalstep1"
+    assert sorted(p.name for p in recover_dir(exp).iterdir()) == ["globalstep1", "globalstep2", "globalstep3"]
+
+    run = run_training(
+        ["--resume_from_checkpoint", str(older), *args(exp, server.address, steps=3)], tmp_path / "run.log"
+    )
+    assert run.rc == 0, f"exited {run.rc}:\n{run.tail()}"
+    assert same_steps(steps_of(exp, run.pid), ref_steps) == [] and sorted(steps_of(exp, run.pid)) == [2]
+    committed = sorted(p.name for p in recover_dir(exp).iterdir() if p.name.startswith("globalstep"))
+    assert committed == ["globalstep1", "globalstep2"]
+    assert read_manifest(recover_dir(exp) / "globalstep2")["created"] > time.time() - run.elapsed_s
+    assert sorted(p.name.split("-")[0] for p in (recover_dir(exp) / "superseded").iterdir()) == [
+        "globalstep2",
+        "globalstep3",
+    ]
+
+
+def load_config(exp: Path, address: str, *extra: str) -> CUAGRPOConfig:
+    os.environ.setdefault("WORLD_SIZE", "1")
+    config, _ = load_expr_config(
+        ["--config", str(REPO / "configs" / "local_cpu.yaml"), *args(exp, address), *extra], CUAGRPOConfig
+    )
+    _absolute_paths(config)
+    return config
+
+
+def test_corrupt_and_incompatible_checkpoints_are_refused_with_the_reason(
+    vllm_servers, reference, tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    address = vllm_servers["untied"].address
+    ref_exp, _ = reference
+    exp = tmp_path / "exp"
+    shutil.copytree(recover_dir(ref_exp), recover_dir(exp))
+    ckpt = recover_dir(exp) / "globalstep3"
+
+    def refused(*extra: str) -> str:
+        with pytest.raises(CheckpointError) as err:
+            _resume_point(load_config(exp, address, *extra), rank=0)
+        return str(err.value)
+
+    assert "this run has 'fsdp:d2'" in refused(f"checkpoint.resume_from={ckpt}", "actor.backend=fsdp:d2")
+    assert "train_dataset.batch_size: checkpoint has 1, this run has 2" in refused(
+        f"checkpoint.resume_from={ckpt}", "train_dataset.batch_size=2"
+    )
+    shard = next((ckpt / "model").glob("*.distcp"))
+    with open(shard, "r+b") as f:
+        f.truncate(shard.stat().st_size // 2)
+    assert f"is corrupt: model/{shard.name} has" in refused(f"checkpoint.resume_from={ckpt}")
+    (recover_dir(exp) / "globalstep2" / "manifest.json").unlink()
+    assert "no manifest.json" in refused(f"checkpoint.resume_from={recover_dir(exp) / 'globalstep2'}")
+
+    # End to end: a different model is refused before any server or sandbox starts.
+    run = run_training(
+        [
+            "--resume_from_checkpoint",
+            str(recover_dir(exp) / "globalstep1"),
+            *args(exp, address),
+            f"actor.path={MODELS['tied']}",
+        ],
+        tmp_path / "run.log",
+    )
+    assert run.rc != 0
+    assert "model.tie_word_embeddings: checkpoint has False, this run has True" in run.tail(200)
+    assert boxes_of(run.pid) == []
+
+
+def test_sigterm_stops_between_steps_saves_and_removes_every_sandbox(vllm_servers, tmp_path: Path):
+    server = vllm_servers["untied"]
+    exp = tmp_path / "exp"
+    start = time.monotonic()
+    # No periodic checkpoints: the one after the stop comes from checkpoint.save_on_stop.
+    proc = start_training([*args(exp, server.address), "recover.freq_steps=1000"], tmp_path / "run.log")
+    wait_for(lambda: 1 in steps_of(exp, proc.pid), 300, "step 2", proc)
+    wait_for(lambda: len(boxes_of(proc.pid)) > 0, 120, "step 3's sandboxes", proc)
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    run = wait_training(proc, tmp_path / "run.log", start, timeout_s=120)
+    stop_s = time.monotonic() - signalled
+    assert run.rc == 128 + signal.SIGTERM, run.tail()
+    log = (exp / "logs" / "training.log").read_text(errors="replace")
+    # During the rollout wait the step is abandoned (2 finished); if step 3's batch was already complete,
+    # its update and checkpoint finish first (3 finished). Either way the last finished step is saved.
+    found = re.search(r"Training stopped by SIGTERM after (\d) finished step\(s\)", log)
+    assert found, run.tail()
+    finished = int(found.group(1))
+    assert finished in (2, 3) and sorted(steps_of(exp, run.pid)) == list(range(finished))
+    assert sorted(p.name for p in recover_dir(exp).iterdir()) == [f"globalstep{finished - 1}"]
+    assert read_manifest(recover_dir(exp) / f"globalstep{finished - 1}")["global_step"] == finished - 1
+    assert "Training failed" not in log, "a requested stop is not a failure"
+    assert boxes_of(run.pid) == []
+    assert left_in_session(run.pid) == []
+    print(f"\nSIGTERM after {finished} steps: exited in {stop_s:.1f}s with a checkpoint of step {finished}")
+    restore_weights(server.address, MODELS["untied"], tmp_path, version=0)
