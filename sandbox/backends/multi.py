@@ -5,7 +5,8 @@
 - an endpoint that fails (cannot connect, start or list) is skipped for a while (exponential backoff,
   logged); only when every endpoint is backing off are they tried anyway, soonest-due first
 - a box is removed by the endpoint that started it; listing and reaping cover every endpoint and skip
-  (and log) the ones that do not answer, so cleanup of the others still happens
+  (and log) the ones that do not answer, so cleanup of the others still happens; they raise only when no
+  endpoint answers (as a single backend does when its engine is down)
 - endpoints are connected lazily: a dead one never fails construction
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.base import Backend, Sandbox, SandboxSpec
-from sandbox.errors import SandboxStartError
+from sandbox.errors import SandboxError, SandboxStartError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class MultiBackend(Backend):
         run_id: str | None = None,
         backoff_s: float = 5.0,
         max_backoff_s: float = 120.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`connect(endpoint, run_id)` builds the backend of one endpoint (all share this run id)."""
         super().__init__(run_id)
@@ -41,7 +43,7 @@ class MultiBackend(Backend):
             raise ValueError(f"need distinct endpoints, got {list(endpoints)}")
         self.name, self.endpoints = name, list(endpoints)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
-        self._connect = connect
+        self._connect, self._clock = connect, clock
         self._backends: dict[str, Backend] = {}
         self._mine: dict[str, str] = {}  # box id -> endpoint, for the boxes this process started
         self._starting = dict.fromkeys(self.endpoints, 0)
@@ -69,7 +71,7 @@ class MultiBackend(Backend):
         return counts
 
     def _order(self) -> list[str]:
-        now, loads = time.monotonic(), self.loads()
+        now, loads = self._clock(), self.loads()
         up = [ep for ep in self.endpoints if self._down_until[ep] <= now]
         if up:
             return sorted(up, key=lambda ep: loads[ep])  # stable: ties keep the listed order
@@ -79,7 +81,7 @@ class MultiBackend(Backend):
         with self._lock:
             self._failures[endpoint] += 1
             delay = min(self.max_backoff_s, self.backoff_s * 2 ** (self._failures[endpoint] - 1))
-            self._down_until[endpoint] = time.monotonic() + delay
+            self._down_until[endpoint] = self._clock() + delay
         log.warning("sandbox endpoint %s: %s failed (%r); skipping it for %.1f s", endpoint, what, exc, delay)
 
     def _ok(self, endpoint: str) -> None:
@@ -127,26 +129,29 @@ class MultiBackend(Backend):
             except Exception as exc:
                 self._failed(ep, f"removing {box_id}", exc)
 
-    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Boxes of every answering endpoint, each with its `endpoint`; silent endpoints are logged."""
-        boxes = []
+    def _on_each(self, what: str, call: Callable[[Backend], Any]) -> list[tuple[str, Any]]:
+        """`call` on every endpoint; one that fails is logged and skipped. Raises only if all fail (like a
+        single backend whose engine is down), so a caller can still tell "nothing reachable"."""
+        done, errors = [], []
         for ep in self.endpoints:
             try:
-                found = self.backend(ep).list_boxes(run_id)
+                done.append((ep, call(self.backend(ep))))
             except Exception as exc:
-                self._failed(ep, "listing boxes", exc)
-                continue
-            boxes += [{**box, "endpoint": ep} for box in found]
-        return boxes
+                self._failed(ep, what, exc)
+                errors.append(f"{ep}: {exc}")
+        if errors and not done:
+            raise SandboxError(f"{what}: no endpoint answered: " + "; ".join(errors))
+        return done
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Boxes of every answering endpoint, each with its `endpoint`."""
+        found = self._on_each("listing boxes", lambda b: b.list_boxes(run_id))
+        return [{**box, "endpoint": ep} for ep, boxes in found for box in boxes]
 
     def reap(self, all_boxes: bool = False) -> list[str]:
-        removed = []
-        for ep in self.endpoints:
-            try:
-                removed += self.backend(ep).reap(all_boxes)
-            except Exception as exc:
-                self._failed(ep, "reaping", exc)
-        return removed
+        return [
+            box for _, removed in self._on_each("reaping", lambda b: b.reap(all_boxes)) for box in removed
+        ]
 
     def close(self) -> None:
         for b in self._backends.values():

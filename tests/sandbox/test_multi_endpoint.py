@@ -25,7 +25,7 @@ import pytest
 from sandbox.backends import make_backend
 from sandbox.backends.multi import MultiBackend
 from sandbox.base import Backend, Sandbox, SandboxSpec, cua_home, owner_labels
-from sandbox.errors import SandboxStartError
+from sandbox.errors import SandboxError, SandboxStartError
 from sandbox.pool import SandboxPool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,21 +131,30 @@ async def test_ties_go_to_the_first_listed_endpoint_and_removal_is_routed():
 
 
 async def test_failing_endpoint_is_skipped_with_backoff_and_logged_then_used_again(caplog):
-    mb, eng = fleet("a", "b", backoff_s=0.2)
+    now = [0.0]
+    mb, eng = fleet("a", "b", backoff_s=5, clock=lambda: now[0])
     eng["a"].down = True
     with caplog.at_level(logging.WARNING, logger="sandbox.backends.multi"):
         boxes = [await mb.start(SPEC) for _ in range(3)]
         assert [sb.meta["endpoint"] for sb in boxes] == ["b", "b", "b"]
         assert eng["a"].starts == 1  # tried once, then skipped while backing off
-        assert "sandbox endpoint a: start failed" in caplog.text and "skipping it for 0.2 s" in caplog.text
-        await asyncio.sleep(0.25)
+        assert "sandbox endpoint a: start failed" in caplog.text and "skipping it for 5.0 s" in caplog.text
+        now[0] = 5.0
         boxes.append(await mb.start(SPEC))  # a is due again, still down: backoff doubles, b takes the box
         assert eng["a"].starts == 2 and boxes[-1].meta["endpoint"] == "b"
-        assert "skipping it for 0.4 s" in caplog.text
-    eng["a"].down = False
-    await asyncio.sleep(0.45)
+        assert "skipping it for 10.0 s" in caplog.text
+        eng["a"].down = False
+        now[0] = 14.9
+        boxes.append(await mb.start(SPEC))
+        assert eng["a"].starts == 2 and boxes[-1].meta["endpoint"] == "b"
+    now[0] = 15.0
     back = await mb.start(SPEC)  # recovered and least loaded
-    assert back.meta["endpoint"] == "a" and mb.loads() == {"a": 1, "b": 4}
+    assert back.meta["endpoint"] == "a" and mb.loads() == {"a": 1, "b": 5}
+    eng["a"].down = True
+    now[0] = 16.0
+    boxes.append(await mb.start(SPEC))  # a success reset the backoff: the next failure waits 5 s again
+    assert boxes[-1].meta["endpoint"] == "b" and caplog.text.count("skipping it for 5.0 s") == 2
+    eng["a"].down = False
     for sb in [*boxes, back]:
         await sb.close()
     assert _counts(eng) == {"a": 0, "b": 0}
@@ -185,6 +194,19 @@ async def test_unreachable_endpoint_breaks_neither_construction_nor_reaping_nor_
     eng["b"].boxes["cut-short"] = owner_labels(mb.run_id)
     await pool.close()
     assert set(eng["a"].boxes) == set() and set(eng["b"].boxes) == {"alive-b"}
+
+
+def test_listing_and_reaping_fail_only_when_no_endpoint_answers():
+    mb, eng = fleet("a", "dead")
+    eng["a"].boxes["x"] = owner_labels("r")
+    assert [(b["endpoint"], b["id"]) for b in mb.list_boxes()] == [("a", "x")]
+    eng["a"].down = True  # e.g. a preflight check can still tell that nothing is reachable
+    with pytest.raises(
+        SandboxError, match=r"listing boxes: no endpoint answered: a: .*; dead: cannot connect"
+    ):
+        mb.list_boxes()
+    with pytest.raises(SandboxError, match=r"reaping: no endpoint answered"):
+        mb.reap()
 
 
 async def test_one_endpoint_failing_to_remove_does_not_stop_cleanup_of_the_others():
@@ -365,6 +387,7 @@ async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_rem
             assert [len(ids) for ids in by_engine.values()] == [2, 2]  # balanced; none on the dead endpoint
             # Reaping each engine (no orphans here) must not touch the live boxes' socket folders.
             assert await asyncio.to_thread(backend.reap) == []
+            assert all(Path(sb.meta["socket"]).exists() for sb in boxes)  # new connections still possible
             for i, sb in enumerate(boxes):  # each one works through its own control socket
                 result, png = await sb.step({"type": "move", "x": 10 + i, "y": 20}, max_width=320)
                 assert result["pointer"] == [10 + i, 20] and png.startswith(b"\x89PNG")
@@ -418,6 +441,18 @@ async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper
     for url, probe in engines.items():
         assert _ids(probe, run_id) == set(), url
         assert not any((probe.run_dir / b).exists() for b in box_ids)  # socket folders too
+
+
+@pytest.mark.slow
+async def test_sigterm_removes_the_owners_boxes_on_both_engines(engines):
+    run_id = f"pytest-multi-term-{os.getpid()}"
+    proc, box_ids = await asyncio.to_thread(_spawn_owner, run_id, list(engines))
+    assert [_ids(probe, run_id) for probe in engines.values()] in (
+        [{a}, {b}] for a, b in (box_ids, box_ids[::-1])
+    )
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == -signal.SIGTERM
+    assert [_ids(probe, run_id) for probe in engines.values()] == [set(), set()]
 
 
 @pytest.mark.slow
