@@ -296,8 +296,11 @@ ENGINE2_STATE = cua_home() / "sandbox" / "podman2"
 ENGINE2_RUN = Path("/run/cua/podman2")  # runtime state, like /run/containers and /run/libpod
 
 
+_PRCTL = ctypes.CDLL(None).prctl  # resolved here: the child of a threaded fork must not dlopen
+
+
 def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: no stray service
+    _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the service never outlives a killed test run
 
 
 def _answers(url: str) -> bool:
@@ -321,6 +324,9 @@ def second_engine(sandbox_setup: None) -> Iterator[str]:
     )["store"]
     driver, images = store["graphDriverName"], store["graphRoot"]
     ENGINE2_STATE.mkdir(parents=True, exist_ok=True)
+    for stale in [*Path("/run/cua").glob("podman2-*.sock"), *ENGINE2_STATE.glob("service-*.log")]:
+        if not Path(f"/proc/{stale.stem.rpartition('-')[2]}").exists():  # left by a killed test run
+            stale.unlink(missing_ok=True)
     sock = Path(f"/run/cua/podman2-{os.getpid()}.sock")
     url, log_path = f"unix://{sock}", ENGINE2_STATE / f"service-{os.getpid()}.log"
     cmd = [
