@@ -32,8 +32,8 @@ format: setup
 bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
 
-reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1)
-	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,)
+reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml)
+	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,) $(if $(CONFIG),--config $(CONFIG),)
 
 smoke-sandbox: setup  ## the scripted oracle on every task through the docker (podman) backend
 	@$(PY) scripts/smoke_sandbox.py --backend docker

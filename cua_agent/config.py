@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from areal.api.cli_args import GRPOConfig
 
 from cua_agent.actions import CONVENTIONS
+from sandbox.backends.docker import check_docker_hosts
 
 PARSE_FAILURE_MODES = ("noop", "end")
 SANDBOX_BACKENDS = ("docker", "local")
@@ -130,6 +131,10 @@ class SandboxConfig:
     max_concurrency: int = 4
     warm: int = 0  # sandboxes kept started ahead of demand
     acquire_timeout_s: float = 300.0
+    # Docker endpoints to spread boxes over (least-loaded first; one that fails is skipped with backoff),
+    # e.g. ["unix:///run/cua/podman.sock", "unix:///run/cua/podman2.sock"]; empty = DOCKER_HOST or the
+    # podman default. Engines on this machine: the boxes' control sockets are unix sockets.
+    docker_hosts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         _check(
@@ -150,6 +155,15 @@ class SandboxConfig:
             self.acquire_timeout_s > 0,
             "sandbox.acquire_timeout_s",
             f"must be > 0, got {self.acquire_timeout_s}",
+        )
+        try:
+            check_docker_hosts(list(self.docker_hosts), "sandbox.docker_hosts")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        _check(
+            not self.docker_hosts or self.backend == "docker",
+            "sandbox.docker_hosts",
+            f"only for sandbox.backend=docker, not {self.backend!r}",
         )
 
 

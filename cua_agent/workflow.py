@@ -169,7 +169,7 @@ class CUAWorkflow(RolloutWorkflow):
         async with self._pool_lock:
             if self._pool is None:
                 cfg = self.sandbox_cfg
-                backend = make_backend(cfg.backend)
+                backend = make_backend(cfg.backend, docker_hosts=cfg.docker_hosts)
                 self._pool = await SandboxPool(
                     backend,
                     self.spec,

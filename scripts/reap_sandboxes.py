@@ -5,6 +5,8 @@ python scripts/reap_sandboxes.py             # boxes whose owner process is gone
 python scripts/reap_sandboxes.py --all       # every cua sandbox on this host, running owners included
 python scripts/reap_sandboxes.py --list      # show, remove nothing
 python scripts/reap_sandboxes.py --run-id X  # the boxes of one run
+python scripts/reap_sandboxes.py --config configs/cua_grpo.yaml   # every endpoint of sandbox.docker_hosts
+python scripts/reap_sandboxes.py --docker-host unix:///a.sock --docker-host unix:///b.sock
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import yaml
 
 from sandbox.backends import make_backend
 from sandbox.base import owner_alive
@@ -25,11 +29,25 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="also boxes of live owners")
     ap.add_argument("--run-id", help="only the boxes of this run")
     ap.add_argument("--list", action="store_true", help="list boxes, remove nothing")
+    ap.add_argument(
+        "--docker-host",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a Docker endpoint to cover (repeatable; default: DOCKER_HOST or the podman socket)",
+    )
+    ap.add_argument("--config", type=Path, help="also cover the sandbox.docker_hosts of this training YAML")
     args = ap.parse_args()
+    hosts = list(args.docker_host)
+    if args.config:
+        section = (yaml.safe_load(args.config.read_text()) or {}).get("sandbox") or {}
+        hosts += [h for h in section.get("docker_hosts") or [] if h not in hosts]
     total = 0
     for name in ("docker", "local") if args.backend == "both" else (args.backend,):
         try:
-            backend = make_backend(name, run_id="reaper")
+            backend = make_backend(
+                name, run_id="reaper", **({"docker_hosts": hosts} if name == "docker" else {})
+            )
             boxes = backend.list_boxes(run_id=args.run_id)
         except Exception as exc:  # e.g. no podman service: nothing of this kind to reap
             print(f"{name}: unavailable ({exc})", file=sys.stderr)
@@ -38,8 +56,9 @@ def main() -> int:
             labels = box["labels"]
             alive = owner_alive(labels)
             doomed = args.all or args.run_id is not None or not alive
+            where = f" {box['endpoint']}" if "endpoint" in box else ""
             print(
-                f"{name:6} {box['id']:<22} run={labels.get('cua.run_id', '?'):<28} "
+                f"{name:6}{where} {box['id']:<22} run={labels.get('cua.run_id', '?'):<28} "
                 f"owner={labels.get('cua.owner_pid', '?')} ({'alive' if alive else 'gone'}) "
                 f"{'-> remove' if doomed and not args.list else ''}"
             )

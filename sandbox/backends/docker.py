@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from sandbox.base import LABEL, Backend, Sandbox, SandboxSpec, cua_home, new_tok
 from sandbox.errors import SandboxStartError
 
 DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
+HOST_FORMS = {"unix": "unix:///absolute/path", "tcp": "tcp://host:port", "ssh": "ssh://user@host"}
 
 
 def default_docker_host() -> str:
@@ -34,6 +36,32 @@ def default_docker_host() -> str:
     if os.path.exists(sock):
         return f"unix://{sock}"
     return "unix:///var/run/docker.sock"
+
+
+def check_docker_hosts(hosts: list[str] | tuple[str, ...], name: str = "docker_hosts") -> list[str]:
+    """Docker endpoint URLs as given; ValueError naming `name[i]` for a bad scheme, form or duplicate."""
+    seen: dict[str, int] = {}
+    for i, url in enumerate(map(str, hosts)):
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme not in HOST_FORMS:
+            raise ValueError(
+                f"{name}[{i}]: scheme must be one of {', '.join(HOST_FORMS.values())}; got {url!r}"
+            )
+        rest = rest if scheme == "unix" else rest.rstrip("/").lower()
+        host, _, port = rest.rpartition(":")
+        ok = {"unix": rest.startswith("/"), "tcp": bool(host) and port.isdigit(), "ssh": bool(rest)}[scheme]
+        if not ok:
+            raise ValueError(f"{name}[{i}]: expected {HOST_FORMS[scheme]}, got {url!r}")
+        key = f"{scheme}://{os.path.normpath(rest) if scheme == 'unix' else rest}"
+        if key in seen:
+            raise ValueError(f"{name}[{i}]: {url!r} is the same endpoint as {name}[{seen[key]}]")
+        seen[key] = i
+    return [str(u) for u in hosts]
+
+
+def endpoint_dir(docker_host: str) -> str:
+    """A short folder name per endpoint (unix socket paths are limited to 107 bytes)."""
+    return "ep-" + hashlib.sha1(docker_host.encode()).hexdigest()[:8]
 
 
 class DockerBackend(Backend):
@@ -49,10 +77,13 @@ class DockerBackend(Backend):
         super().__init__(run_id)
         import docker  # the host-side dependency, only needed for this backend
 
-        self.docker = docker.DockerClient(base_url=docker_host or default_docker_host(), timeout=60)
+        self.docker_host = docker_host or default_docker_host()
+        self.docker = docker.DockerClient(base_url=self.docker_host, timeout=60)
         self.start_timeout = start_timeout
-        # Must be a path the Docker daemon can bind-mount (same host, or a shared volume on a cluster).
-        self.run_dir = run_dir or cua_home() / "sandbox" / "run"
+        # A path the Docker daemon can bind-mount on the machine that runs this process (the control socket
+        # in it is a unix socket: it does not cross machines). One folder per endpoint, so that reaping one
+        # endpoint never removes the sockets of live boxes on another.
+        self.run_dir = run_dir or cua_home() / "sandbox" / "run" / endpoint_dir(self.docker_host)
 
     # -- start / stop ------------------------------------------------------------------------------
     def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, str]:

@@ -40,7 +40,12 @@ def config(**agent) -> SimpleNamespace:
     return SimpleNamespace(
         agent=SimpleNamespace(**{**defaults, **agent}),
         sandbox=SimpleNamespace(
-            backend="docker", image="cua-sandbox:latest", max_concurrency=2, warm=0, acquire_timeout_s=60.0
+            backend="docker",
+            image="cua-sandbox:latest",
+            max_concurrency=2,
+            warm=0,
+            acquire_timeout_s=60.0,
+            docker_hosts=[],
         ),
         tokenizer_path=str(MODELS["untied"]),
         actor=SimpleNamespace(path=str(MODELS["untied"])),

@@ -1,4 +1,7 @@
-"""Helper for the reaper tests: owns a pool with one box, says READY, then waits to be killed."""
+"""Helper for the reaper tests: owns a pool with one box per endpoint, says READY, then waits to be killed.
+
+owner_process.py BACKEND RUN_ID [DOCKER_HOST ...]   (several hosts: one box on each)
+"""
 
 from __future__ import annotations
 
@@ -13,14 +16,15 @@ from sandbox.base import SandboxSpec
 from sandbox.pool import SandboxPool
 
 
-async def main(backend_name: str, run_id: str) -> None:
-    backend = make_backend(backend_name, run_id=run_id)
-    pool = SandboxPool(backend, SandboxSpec(backend=backend_name), max_size=1, reap_orphans=False)
+async def main(backend_name: str, run_id: str, hosts: list[str]) -> None:
+    backend = make_backend(backend_name, docker_hosts=hosts, run_id=run_id)
+    size = max(1, len(hosts))
+    pool = SandboxPool(backend, SandboxSpec(backend=backend_name), max_size=size, reap_orphans=False)
     await pool.start()
-    sb = await pool.acquire()
-    print(f"READY {sb.id}", flush=True)
+    boxes = await asyncio.gather(*(pool.acquire() for _ in range(size)))
+    print("READY " + " ".join(sb.id for sb in boxes), flush=True)
     await asyncio.sleep(600)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:]))

@@ -1,0 +1,471 @@
+"""Sandboxes spread over several Docker endpoints (sandbox.backends.multi).
+
+The first half checks the placement/backoff/routing logic with in-memory fake endpoints (pure logic, no
+containers). The slow half runs a real second podman engine next to the primary one and drives real boxes
+on both through their Docker APIs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sandbox.backends import make_backend
+from sandbox.backends.multi import MultiBackend
+from sandbox.base import Backend, Sandbox, SandboxSpec, cua_home, owner_labels
+from sandbox.errors import SandboxError, SandboxStartError
+from sandbox.pool import SandboxPool
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = SandboxSpec(backend="fake")
+
+
+# -- fake endpoints (logic only) ----------------------------------------------------------------------
+class FakeClient:
+    async def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        return {"ok": True}
+
+    async def aclose(self) -> None:
+        pass
+
+
+class FakeEngine(Backend):
+    """One endpoint; `down` makes every call fail like an engine that stopped answering. Box ids repeat
+    across endpoints with `shared_ids` (box1, box2, ...), so that removal has to be routed to the right one
+    (the pool itself needs ids unique across endpoints, as real container names are)."""
+
+    name = "fake"
+
+    def __init__(self, endpoint: str, run_id: str, shared_ids: bool = False) -> None:
+        super().__init__(run_id)
+        self.endpoint, self.down, self.starts = endpoint, False, 0
+        self.prefix = "" if shared_ids else f"{endpoint}-"
+        self.boxes: dict[str, dict[str, str]] = {}  # id -> labels
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionError(f"{self.endpoint} does not answer")
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        self.starts += 1
+        self._check()
+        box_id = f"{self.prefix}box{self.starts}"
+        await asyncio.sleep(0.01)
+        self.boxes[box_id] = owner_labels(self.run_id)
+        return Sandbox(id=box_id, backend=self, client=FakeClient(), spec=spec)  # type: ignore[arg-type]
+
+    def remove_sync(self, box_id: str) -> None:
+        self._check()
+        self.boxes.pop(box_id, None)
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        self._check()
+        return [
+            {"id": b, "labels": labels, "status": "running"}
+            for b, labels in self.boxes.items()
+            if run_id in (None, labels["cua.run_id"])
+        ]
+
+
+def fleet(*endpoints: str, **kw: Any) -> tuple[MultiBackend, dict[str, FakeEngine]]:
+    """A MultiBackend over fake engines; endpoints named dead* cannot even be connected to."""
+    shared_ids = kw.pop("shared_ids", False)
+    engines = {ep: FakeEngine(ep, "multi-run", shared_ids) for ep in endpoints if not ep.startswith("dead")}
+
+    def connect(ep: str, run_id: str) -> Backend:
+        assert run_id == "multi-run"  # every endpoint labels its boxes with the one run id
+        if ep not in engines:
+            raise ConnectionError(f"cannot connect to {ep}")
+        return engines[ep]
+
+    return MultiBackend(list(endpoints), connect, name="fake", run_id="multi-run", **kw), engines
+
+
+def _pool(backend: Backend, **kw: Any) -> SandboxPool:
+    kw.setdefault("reap_orphans", False)
+    return SandboxPool(backend, SPEC, install_handlers=False, **kw)
+
+
+def _counts(engines: dict[str, FakeEngine]) -> dict[str, int]:
+    return {ep: len(e.boxes) for ep, e in engines.items()}
+
+
+async def test_boxes_go_to_the_least_loaded_endpoint_and_are_removed_where_they_live():
+    mb, eng = fleet("a", "b", "c")
+    async with _pool(mb, max_size=6) as pool:
+        boxes = await asyncio.gather(*(pool.acquire() for _ in range(6)))  # concurrent starts spread too
+        assert _counts(eng) == {"a": 2, "b": 2, "c": 2} == mb.loads()
+        assert all(sb.id in eng[sb.meta["endpoint"]].boxes for sb in boxes)
+        for sb in [sb for sb in boxes if sb.meta["endpoint"] == "b"]:
+            await pool.release(sb, broken=True)
+        assert _counts(eng) == {"a": 2, "b": 0, "c": 2} == mb.loads()
+        refill = await asyncio.gather(pool.acquire(), pool.acquire())
+        assert [sb.meta["endpoint"] for sb in refill] == ["b", "b"]
+        for sb in [sb for sb in boxes if sb.meta["endpoint"] != "b"] + refill:
+            await pool.release(sb)
+    assert _counts(eng) == {"a": 0, "b": 0, "c": 0} == mb.loads()
+
+
+async def test_ties_go_to_the_first_listed_endpoint_and_removal_is_routed():
+    mb, eng = fleet("a", "b", shared_ids=True)
+    sb = await mb.start(SPEC)
+    assert sb.meta["endpoint"] == "a" and sb.backend is mb
+    sb2 = await mb.start(SPEC)
+    assert sb2.meta["endpoint"] == "b" and sb2.id == sb.id == "box1"  # same id on both endpoints
+    await sb2.close()
+    assert set(eng["a"].boxes) == {"box1"} and eng["b"].boxes == {}
+    await sb.close()
+    assert _counts(eng) == {"a": 0, "b": 0}
+
+
+async def test_failing_endpoint_is_skipped_with_backoff_and_logged_then_used_again(caplog):
+    now = [0.0]
+    mb, eng = fleet("a", "b", backoff_s=5, clock=lambda: now[0])
+    eng["a"].down = True
+    with caplog.at_level(logging.WARNING, logger="sandbox.backends.multi"):
+        boxes = [await mb.start(SPEC) for _ in range(3)]
+        assert [sb.meta["endpoint"] for sb in boxes] == ["b", "b", "b"]
+        assert eng["a"].starts == 1  # tried once, then skipped while backing off
+        assert "sandbox endpoint a: start failed" in caplog.text and "skipping it for 5.0 s" in caplog.text
+        now[0] = 5.0
+        boxes.append(await mb.start(SPEC))  # a is due again, still down: backoff doubles, b takes the box
+        assert eng["a"].starts == 2 and boxes[-1].meta["endpoint"] == "b"
+        assert "skipping it for 10.0 s" in caplog.text
+        eng["a"].down = False
+        now[0] = 14.9
+        boxes.append(await mb.start(SPEC))
+        assert eng["a"].starts == 2 and boxes[-1].meta["endpoint"] == "b"
+    now[0] = 15.0
+    back = await mb.start(SPEC)  # recovered and least loaded
+    assert back.meta["endpoint"] == "a" and mb.loads() == {"a": 1, "b": 5}
+    eng["a"].down = True
+    now[0] = 16.0
+    boxes.append(await mb.start(SPEC))  # a success reset the backoff: the next failure waits 5 s again
+    assert boxes[-1].meta["endpoint"] == "b" and caplog.text.count("skipping it for 5.0 s") == 2
+    eng["a"].down = False
+    for sb in [*boxes, back]:
+        await sb.close()
+    assert _counts(eng) == {"a": 0, "b": 0}
+
+
+async def test_every_endpoint_failing_is_a_start_error_naming_each_and_they_are_still_tried():
+    mb, eng = fleet("a", "b", backoff_s=30)
+    eng["a"].down = eng["b"].down = True
+    with pytest.raises(SandboxStartError, match=r"a: a does not answer; b: b does not answer"):
+        await mb.start(SPEC)
+    # All backing off: tried anyway (soonest due first) rather than failing the acquire untried.
+    eng["b"].down = False
+    sb = await mb.start(SPEC)
+    assert sb.meta["endpoint"] == "b" and (eng["a"].starts, eng["b"].starts) == (2, 2)
+    assert mb.loads() == {"a": 0, "b": 1}  # failed starts leave no phantom load
+    await sb.close()
+
+
+async def test_unreachable_endpoint_breaks_neither_construction_nor_reaping_nor_close(caplog):
+    mb, eng = fleet("a", "dead", "b")  # construction connects nothing
+    orphan = {**owner_labels("old-run"), "cua.owner_pid": "999999999", "cua.owner_start": "1"}
+    eng["a"].boxes["orphan-a"] = dict(orphan)
+    eng["b"].boxes["orphan-b"] = dict(orphan)
+    eng["b"].boxes["alive-b"] = owner_labels("another-live-run")
+    pool = _pool(mb, max_size=2, reap_orphans=True)
+    with caplog.at_level(logging.WARNING, logger="sandbox.backends.multi"):
+        await pool.start()
+    assert "sandbox endpoint dead: reaping failed" in caplog.text
+    assert pool.stats["reaped"] == 2 and set(eng["a"].boxes) == set() and set(eng["b"].boxes) == {"alive-b"}
+    boxes = [await pool.acquire(), await pool.acquire()]
+    assert sorted(sb.meta["endpoint"] for sb in boxes) == ["a", "b"]
+    listed = mb.list_boxes(run_id=mb.run_id)
+    assert sorted((b["endpoint"], b["id"]) for b in listed) == sorted(
+        (sb.meta["endpoint"], sb.id) for sb in boxes
+    )
+    # A start cut short leaves a labelled box this process never saw: close finds it by label.
+    eng["b"].boxes["cut-short"] = owner_labels(mb.run_id)
+    await pool.close()
+    assert set(eng["a"].boxes) == set() and set(eng["b"].boxes) == {"alive-b"}
+
+
+def test_listing_and_reaping_fail_only_when_no_endpoint_answers():
+    mb, eng = fleet("a", "dead")
+    eng["a"].boxes["x"] = owner_labels("r")
+    assert [(b["endpoint"], b["id"]) for b in mb.list_boxes()] == [("a", "x")]
+    eng["a"].down = True  # e.g. a preflight check can still tell that nothing is reachable
+    with pytest.raises(
+        SandboxError, match=r"listing boxes: no endpoint answered: a: .*; dead: cannot connect"
+    ):
+        mb.list_boxes()
+    with pytest.raises(SandboxError, match=r"reaping: no endpoint answered"):
+        mb.reap()
+
+
+async def test_one_endpoint_failing_to_remove_does_not_stop_cleanup_of_the_others():
+    mb, eng = fleet("a", "b")
+    pool = _pool(mb, max_size=2)
+    await pool.start()
+    await pool.acquire()
+    await pool.acquire()
+    eng["a"].down = True
+    await pool.close()  # a's removal fails (logged by the pool), b's box still goes
+    assert _counts(eng) == {"a": 1, "b": 0} and mb.loads() == {"a": 0, "b": 0}
+
+
+# -- construction and validation (no engine contacted) -----------------------------------------------
+def test_several_hosts_make_a_lazy_multibackend():
+    hosts = ["unix:///run/cua/none-1.sock", "tcp://127.0.0.1:1", "ssh://user@nowhere"]
+    mb = make_backend("docker", docker_hosts=hosts, run_id="r")
+    assert isinstance(mb, MultiBackend) and mb.name == "docker" and mb.endpoints == hosts and mb.run_id == "r"
+
+
+@pytest.mark.parametrize(
+    ("hosts", "message"),
+    [
+        (["http://host:2375"], r"docker_hosts\[0\]: scheme must be one of"),
+        ([""], r"docker_hosts\[0\]: scheme"),
+        (["unix://run/podman.sock"], r"docker_hosts\[0\]: expected unix:///absolute/path"),
+        (["unix:///a.sock", "tcp://host"], r"docker_hosts\[1\]: expected tcp://host:port"),
+        (
+            ["unix:///run/a.sock", "unix:///run/x/../a.sock"],
+            r"docker_hosts\[1\]: .* same endpoint as docker_hosts\[0\]",
+        ),
+        (["tcp://H:1", "tcp://h:1/"], r"docker_hosts\[1\]: .* same endpoint as docker_hosts\[0\]"),
+    ],
+)
+def test_bad_docker_hosts_name_the_entry(hosts, message):
+    with pytest.raises(ValueError, match=message):
+        make_backend("docker", docker_hosts=hosts)
+
+
+def test_docker_hosts_only_for_docker():
+    with pytest.raises(ValueError, match="docker_hosts: only for the docker backend"):
+        make_backend("local", docker_hosts=["unix:///a.sock"])
+    with pytest.raises(ValueError, match="docker_hosts or docker_host"):
+        make_backend("docker", docker_hosts=["unix:///a.sock"], docker_host="unix:///b.sock")
+
+
+def test_config_field_loads_from_yaml_and_overrides(tmp_path):
+    import yaml
+    from areal.api.cli_args import load_expr_config
+
+    from cua_agent.config import CUAGRPOConfig
+
+    for name in ("local_cpu.yaml", "cua_grpo.yaml"):  # present, so overrides need no "+"
+        assert yaml.safe_load((REPO / "configs" / name).read_text())["sandbox"]["docker_hosts"] == []
+    hosts = ["unix:///run/cua/podman.sock", "unix:///run/cua/podman2.sock"]
+    argv = ["--config", str(REPO / "configs" / "cua_grpo.yaml"), f"cluster.fileroot={tmp_path}"]
+    argv += [f"sandbox.docker_hosts=[{','.join(hosts)}]"]
+    assert load_expr_config(argv, CUAGRPOConfig)[0].sandbox.docker_hosts == hosts
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"docker_hosts": ["unix:///a.sock", "unix:///a.sock"]},
+            r"^sandbox\.docker_hosts\[1\]: .*same endpoint",
+        ),
+        ({"docker_hosts": ["podman.sock"]}, r"^sandbox\.docker_hosts\[0\]: scheme"),
+        (
+            {"docker_hosts": ["unix:///a.sock"], "backend": "local"},
+            r"^sandbox\.docker_hosts: only for sandbox.backend",
+        ),
+    ],
+)
+def test_config_errors_name_the_field(fields, message):
+    from cua_agent.config import ConfigError, SandboxConfig
+
+    with pytest.raises(ConfigError, match=message):
+        SandboxConfig(**fields)
+
+
+# -- two real podman engines ---------------------------------------------------------------------------
+# The second engine has its own containers, libpod database and runtime state, and reads the primary
+# engine's images through a read-only additional image store (no copy: `podman save | load` of the
+# 1.3 GB image took 50 s here). Its storage persists, so boxes orphaned by a killed run are found later.
+ENGINE2_STATE = cua_home() / "sandbox" / "podman2"
+ENGINE2_RUN = Path("/run/cua/podman2")  # runtime state, like /run/containers and /run/libpod
+
+
+_PRCTL = ctypes.CDLL(None).prctl  # resolved here: the child of a threaded fork must not dlopen
+
+
+def _die_with_parent() -> None:
+    _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the service never outlives a killed test run
+
+
+def _answers(url: str) -> bool:
+    import docker
+
+    try:
+        client = docker.DockerClient(base_url=url, timeout=2)
+    except Exception:
+        return False
+    client.close()
+    return True
+
+
+@pytest.fixture(scope="module")
+def second_engine(sandbox_setup: None) -> Iterator[str]:
+    """A second podman engine's Docker API on its own socket (per test process), stopped at the end."""
+    store = json.loads(
+        subprocess.run(
+            ["podman", "info", "--format", "json"], check=True, capture_output=True, text=True
+        ).stdout
+    )["store"]
+    driver, images = store["graphDriverName"], store["graphRoot"]
+    ENGINE2_STATE.mkdir(parents=True, exist_ok=True)
+    for stale in [*Path("/run/cua").glob("podman2-*.sock"), *ENGINE2_STATE.glob("service-*.log")]:
+        if not Path(f"/proc/{stale.stem.rpartition('-')[2]}").exists():  # left by a killed test run
+            stale.unlink(missing_ok=True)
+    sock = Path(f"/run/cua/podman2-{os.getpid()}.sock")
+    url, log_path = f"unix://{sock}", ENGINE2_STATE / f"service-{os.getpid()}.log"
+    cmd = [
+        "podman",
+        *("--root", str(ENGINE2_STATE / "storage"), "--runroot", str(ENGINE2_RUN / "run")),
+        *("--tmpdir", str(ENGINE2_RUN / "tmp"), "--storage-driver", driver),
+        *("--storage-opt", f"{driver}.additionalimagestore={images}"),
+        *("system", "service", "--time=0", url),
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ENGINE2_STATE,  # conmon drops OOM markers in its cwd
+            preexec_fn=_die_with_parent,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not _answers(url):
+            assert proc.poll() is None and time.monotonic() < deadline, f"no second engine; see {log_path}"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        sock.unlink(missing_ok=True)
+    log_path.unlink()  # kept only when the engine did not start
+
+
+@pytest.fixture(scope="module")
+def engines(second_engine: str) -> Iterator[dict[str, Any]]:
+    """Both endpoints with a plain backend each, to look at every engine through its own API."""
+    from sandbox.backends.docker import DockerBackend, default_docker_host
+
+    probes = {
+        url: DockerBackend(run_id="pytest-probe", docker_host=url)
+        for url in (default_docker_host(), second_engine)
+    }
+    yield probes
+    for probe in probes.values():
+        probe.close()
+
+
+def _ids(probe: Any, run_id: str) -> set[str]:
+    return {b["id"] for b in probe.list_boxes(run_id=run_id)}
+
+
+@pytest.mark.slow
+async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_removes_all(engines, caplog):
+    primary, second = engines
+    dead = f"unix:///run/cua/no-engine-{os.getpid()}.sock"
+    run_id = f"pytest-multi-{os.getpid()}"
+    backend = make_backend("docker", docker_hosts=[primary, dead, second], run_id=run_id)
+    pool = SandboxPool(backend, SandboxSpec(), max_size=4, install_handlers=False)
+    with caplog.at_level(logging.WARNING, logger="sandbox.backends.multi"):
+        async with pool:
+            boxes = await asyncio.gather(*(pool.acquire(timeout=180) for _ in range(4)))
+            by_engine = {url: _ids(probe, run_id) for url, probe in engines.items()}
+            assert by_engine == {
+                url: {sb.id for sb in boxes if sb.meta["endpoint"] == url} for url in engines
+            }
+            assert [len(ids) for ids in by_engine.values()] == [2, 2]  # balanced; none on the dead endpoint
+            # Reaping each engine (no orphans here) must not touch the live boxes' socket folders.
+            assert await asyncio.to_thread(backend.reap) == []
+            assert all(Path(sb.meta["socket"]).exists() for sb in boxes)  # new connections still possible
+            for i, sb in enumerate(boxes):  # each one works through its own control socket
+                result, png = await sb.step({"type": "move", "x": 10 + i, "y": 20}, max_width=320)
+                assert result["pointer"] == [10 + i, 20] and png.startswith(b"\x89PNG")
+            for sb in boxes:
+                await pool.release(sb)
+    assert f"sandbox endpoint {dead}: reaping failed" in caplog.text
+    for url, probe in engines.items():
+        assert _ids(probe, run_id) == set(), url
+        assert not any((probe.run_dir / sb.id).exists() for sb in boxes)
+
+
+def _spawn_owner(run_id: str, hosts: list[str]) -> tuple[subprocess.Popen, list[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("owner_process.py")), "docker", run_id, *hosts],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    line = proc.stdout.readline() if proc.stdout else ""
+    assert line.startswith("READY "), f"owner did not start: {line!r}"
+    return proc, line.split()[1:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reaper", ["next pool", "reap script"])
+async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper, engines):
+    hosts = list(engines)
+    run_id = f"pytest-multi-orphan-{reaper.replace(' ', '-')}-{os.getpid()}"
+    proc, box_ids = await asyncio.to_thread(_spawn_owner, run_id, hosts)
+    assert [len(_ids(probe, run_id)) for probe in engines.values()] == [1, 1]
+    assert set().union(*(_ids(probe, run_id) for probe in engines.values())) == set(box_ids)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert [len(_ids(probe, run_id)) for probe in engines.values()] == [1, 1]  # orphans now
+    if reaper == "next pool":
+        pool = SandboxPool(
+            make_backend("docker", docker_hosts=hosts, run_id="pytest-reaper"), install_handlers=False
+        )
+        await pool.start()
+        await pool.close()
+    else:
+        args = [a for h in hosts for a in ("--docker-host", h)]
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, str(REPO / "scripts" / "reap_sandboxes.py"), "--backend", "docker", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert all(b in out.stdout for b in box_ids), out.stdout
+    for url, probe in engines.items():
+        assert _ids(probe, run_id) == set(), url
+        assert not any((probe.run_dir / b).exists() for b in box_ids)  # socket folders too
+
+
+@pytest.mark.slow
+async def test_sigterm_removes_the_owners_boxes_on_both_engines(engines):
+    run_id = f"pytest-multi-term-{os.getpid()}"
+    proc, box_ids = await asyncio.to_thread(_spawn_owner, run_id, list(engines))
+    assert [_ids(probe, run_id) for probe in engines.values()] in (
+        [{a}, {b}] for a, b in (box_ids, box_ids[::-1])
+    )
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(proc.wait, 60) == -signal.SIGTERM
+    assert [_ids(probe, run_id) for probe in engines.values()] == [set(), set()]
+
+
+@pytest.mark.slow
+def test_one_host_is_the_plain_docker_backend(engines):
+    from sandbox.backends.docker import DockerBackend
+
+    for url in engines:
+        backend = make_backend("docker", docker_hosts=[url])
+        assert type(backend) is DockerBackend and backend.docker_host == url
+        backend.close()
