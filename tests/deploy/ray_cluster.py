@@ -1,0 +1,116 @@
+"""A Ray cluster of several nodes on this machine, started with `ray start` as on real hosts.
+
+Each node's `ray start` runs in its own session, so its daemons and workers are found by session id and
+stopped without touching any other Ray process on the machine (`ray stop` kills every Ray process of the
+host by name).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from cua_agent.inference.local_server import free_port
+
+RAY = str(Path(sys.executable).with_name("ray"))
+START_TIMEOUT_S = 180
+
+
+@dataclass
+class RayNode:
+    name: str
+    sid: int  # session of its `ray start`: raylet, agents, workers
+
+
+@dataclass
+class LocalRayCluster:
+    """Head + workers on 127.0.0.1. `gpus` are logical trainer slots (AReaL's launcher asks for GPUs)."""
+
+    temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cuaray-")))  # short: sockets
+    port: int = field(default_factory=free_port)
+    nodes: list[RayNode] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """What `ray start` passes on to the workers of its node."""
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+        for key in ("RAY_ADDRESS", "WANDB_API_KEY"):
+            env.pop(key, None)
+        return env
+
+    def start_node(self, name: str, *, cpus: int, gpus: int) -> RayNode:
+        common = [
+            f"--num-cpus={cpus}",
+            f"--num-gpus={gpus}",
+            "--node-ip-address=127.0.0.1",
+            "--object-store-memory=100000000",
+            f"--dashboard-agent-listen-port={free_port()}",
+            "--disable-usage-stats",
+        ]
+        if not self.nodes:
+            role = [
+                "--head",
+                f"--port={self.port}",
+                f"--temp-dir={self.temp_dir}",
+                f"--ray-client-server-port={free_port()}",
+                "--include-dashboard=false",
+            ]
+        else:
+            role = [f"--address={self.address}"]
+        log = self.temp_dir / f"ray-start-{name}.log"
+        with open(log, "wb") as out:
+            # cwd elsewhere than the repository: the launcher must not depend on where `ray start` ran.
+            proc = subprocess.Popen(
+                [RAY, "start", *role, *common],
+                cwd=self.temp_dir,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        node = RayNode(name, proc.pid)
+        self.nodes.append(node)
+        if proc.wait(START_TIMEOUT_S) != 0:
+            raise RuntimeError(f"ray start ({name}) failed:\n{log.read_text(errors='replace')[-3000:]}")
+        return node
+
+    def processes(self) -> list[psutil.Process]:
+        sids = {n.sid for n in self.nodes}
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if os.getsid(p.pid) in sids and p.status() != psutil.STATUS_ZOMBIE:
+                    found.append(p)
+            except (ProcessLookupError, PermissionError, psutil.Error):
+                pass
+        return found
+
+    def stop(self, grace_s: float = 3) -> list[str]:
+        """SIGTERM every process of the nodes' sessions, SIGKILL what remains after `grace_s` (gcs_server,
+        raylet and the runtime-env agent outlast SIGTERM by more than 10 s); returns what survived."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            for p in self.processes():
+                with contextlib.suppress(psutil.Error):
+                    p.send_signal(sig)
+            deadline = time.monotonic() + wait_s
+            while self.processes() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        left = []
+        for p in self.processes():
+            with contextlib.suppress(psutil.Error):
+                left.append(f"{p.pid}: {' '.join(p.cmdline())[:160]}")
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return left
