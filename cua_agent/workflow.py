@@ -151,6 +151,11 @@ class CUAWorkflow(RolloutWorkflow):
         self.spec = SandboxSpec(backend=sb.backend, image=sb.image)
         if rollouts_path is None and getattr(config, "cluster", None) is not None and agent.rollouts_file:
             rollouts_path = Path(config.cluster.fileroot) / agent.rollouts_file  # outputs/<experiment>/
+            rank = int(os.environ.get("RANK", "0"))
+            if rank > 0:  # one file per rank: appends from several hosts to one file are not atomic (NFS)
+                rollouts_path = rollouts_path.with_name(
+                    f"{rollouts_path.stem}-rank{rank}{rollouts_path.suffix}"
+                )
         self.rollouts_path = Path(rollouts_path) if rollouts_path else None
         self.screenshots_dir = (
             self.rollouts_path.parent / "screenshots"
@@ -182,7 +187,7 @@ class CUAWorkflow(RolloutWorkflow):
     def preflight(self) -> None:
         """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode
         of the run would fail the same way."""
-        backend = make_backend(self.sandbox_cfg.backend)
+        backend = make_backend(self.sandbox_cfg.backend, docker_hosts=self.sandbox_cfg.docker_hosts)
         try:
             backend.list_boxes()
         except Exception as exc:
@@ -198,7 +203,7 @@ class CUAWorkflow(RolloutWorkflow):
     def remove_own_sandboxes(self) -> list[str]:
         """Last resort at a forced exit (the pool's own cleanup did not finish): remove this process's
         boxes directly through the backend."""
-        backend = make_backend(self.sandbox_cfg.backend)
+        backend = make_backend(self.sandbox_cfg.backend, docker_hosts=self.sandbox_cfg.docker_hosts)
         mine = [b["id"] for b in backend.list_boxes() if b["labels"].get("cua.owner_pid") == str(os.getpid())]
         for box_id in mine:
             backend.remove_sync(box_id)

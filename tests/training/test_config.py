@@ -17,7 +17,9 @@ def load(tmp_path, *overrides: str, config: str = "configs/local_cpu.yaml") -> C
     return cfg
 
 
-@pytest.mark.parametrize("config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml"])
+@pytest.mark.parametrize(
+    "config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml", "configs/cua_grpo_multinode.yaml"]
+)
 def test_shipped_configs_load(tmp_path, config):
     cfg = load(tmp_path, config=config)
     assert isinstance(cfg, CUAGRPOConfig)
@@ -72,3 +74,21 @@ def test_bad_values_name_the_field(tmp_path, override, field):
 def test_addresses_and_launch_local_are_exclusive(tmp_path):
     with pytest.raises(ValueError, match=r"^inference\.launch_local: "):
         load(tmp_path, 'inference.addresses=["127.0.0.1:8000"]', "inference.launch_local=true")
+
+
+@pytest.mark.parametrize(
+    "config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml", "configs/cua_grpo_multinode.yaml"]
+)
+def test_shipped_configs_spell_out_every_field_of_our_sections(config):
+    """A field missing from the YAML can only be overridden as `+section.field=...` (Hydra's struct mode),
+    which users do not expect."""
+    import dataclasses
+
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.load(config)
+    for f in dataclasses.fields(CUAGRPOConfig):
+        if f.name in ("inference", "agent", "sandbox", "tasks", "checkpoint"):
+            names = {x.name for x in dataclasses.fields(f.default_factory())}  # type: ignore[misc]
+            missing = names - set(raw[f.name].keys())
+            assert not missing, f"{config}: {f.name} lacks {sorted(missing)}"
