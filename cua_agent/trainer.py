@@ -57,7 +57,7 @@ from cua_agent.checkpointing import (
     resolve_resume,
 )
 from cua_agent.config import CUAGRPOConfig
-from cua_agent.data_feed import TaskFeed
+from cua_agent.data_feed import DRAW_KEY, TaskFeed
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
 from cua_agent.settings import Settings
@@ -86,7 +86,7 @@ class CUATrainer(PPOTrainer):
         self.server_addresses = list(server_addresses)
         self.workflow = workflow  # for its episode counters in the step stats
         self.stop_signal: int | None = None
-        self._last_finished: StepInfo | None = None
+        self.last_finished: StepInfo | None = None
         trainer_patches.install(config.actor.attn_impl)
         # AReaL's recover (fixed directory, saved in place, no LR scheduler/RNG) is replaced by ours.
         recover_mode, config.recover.mode = config.recover.mode, "disabled"
@@ -156,7 +156,7 @@ class CUATrainer(PPOTrainer):
             epoch_step=epoch_step,
             steps_per_epoch=len(self.train_dataloader),
         )
-        self._last_finished = step_info
+        self.last_finished = step_info
         if not self.checkpoints.enabled:
             return
         due = self.checkpoints.due(step_info)
@@ -193,7 +193,7 @@ class CUATrainer(PPOTrainer):
 
     def _record_step(self, global_step: int, lr: float, faults: dict[str, float]) -> None:
         rows = [
-            {"draw": r.get("_draw"), "task_id": r.get("task_id"), "seed": r.get("seed")}
+            {"draw": r.get(DRAW_KEY), "task_id": r.get("task_id"), "seed": r.get("seed")}
             for r in self.rollout.last_trained_rows
         ]
         record = {
@@ -232,7 +232,7 @@ class CUATrainer(PPOTrainer):
 
     def save_on_stop(self) -> Path | None:
         """A stop during the rollout wait: checkpoint the last finished step if it has none yet."""
-        step = self._last_finished
+        step = self.last_finished
         if (
             step is None
             or not self.checkpoints.enabled
@@ -347,7 +347,7 @@ def _stop(trainer: CUATrainer, stop: StopTraining, workflow: Any) -> None:
     except Exception as exc:  # a failed save must not hide the stop; the last committed checkpoint stands
         logger.error(f"Checkpoint on stop failed: {exc}")
     latest = trainer.checkpoints.store.latest()
-    done = trainer._last_finished.global_step + 1 if trainer._last_finished else 0
+    done = trainer.last_finished.global_step + 1 if trainer.last_finished else 0
     logger.warning(
         f"Training {stop} after {done} finished step(s)"
         + (f"; saved {saved}" if saved else "")

@@ -8,6 +8,7 @@ on both through their Docker APIs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import logging
@@ -30,6 +31,42 @@ from sandbox.pool import SandboxPool
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SandboxSpec(backend="fake")
+
+
+class _Capture(logging.Handler):
+    """The warnings of sandbox.backends.multi, captured on that logger itself: pytest's caplog listens on
+    the root logger, which AReaL's and Hydra's logging setup (imported by other tests in the same process)
+    cut these records off from."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    @contextlib.contextmanager
+    def at_level(self, level: int, logger: str = "") -> Iterator[None]:
+        yield
+
+
+@pytest.fixture
+def caplog() -> Iterator[_Capture]:
+    from sandbox.backends import multi
+
+    logger = multi.log  # the module's own object: a logging reset elsewhere may have replaced the name's
+    capture = _Capture()
+    saved = logger.disabled, logger.level
+    logger.disabled = False
+    logger.setLevel(logging.WARNING)
+    logger.addHandler(capture)
+    yield capture
+    logger.removeHandler(capture)
+    logger.disabled, logger.level = saved
 
 
 # -- fake endpoints (logic only) ----------------------------------------------------------------------

@@ -130,8 +130,8 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
     assert "Train step 2/" in training_log.read_text(errors="replace")
     assert list((exp_dir / "logs" / "tensorboard").glob("events.out.tfevents.*"))
     trial = exp_dir / "checkpoints" / getpass.getuser() / "cua-local" / "trial0"
-    assert (trial / "recover_info" / "step_info.json").is_file()
-    assert (trial / "default" / "recover_checkpoint").is_dir()
+    assert (trial / "recover" / "globalstep1" / "recover_info" / "step_info.json").is_file()
+    assert (trial / "recover" / "globalstep1" / "manifest.json").is_file()
     assert list((trial / "default").glob("epoch*globalstep1/config.json")), sorted(
         p.name for p in (trial / "default").iterdir()
     )
