@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,12 @@ def path_without(tmp: Path, *names: str) -> str:
                 continue
             target.symlink_to(entry.path)
     return str(bin_dir)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_script(

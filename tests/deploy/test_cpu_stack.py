@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import SCRIPT, script_env, write_env_file
-from tests.deploy.test_docker_train_script import free_port
+from tests.deploy.stack import SCRIPT, free_port, script_env, write_env_file
 from tests.training.harness import left_in_session
 
 pytestmark = pytest.mark.slow

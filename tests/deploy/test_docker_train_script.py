@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import path_without, run_script, script_env, write_env_file
+from tests.deploy.stack import free_port, path_without, run_script, script_env, write_env_file
 
 FLAGS = ["--config", "--compose", "--resume", "--resume_from_checkpoint", "--no-build", "--cpu", "--check"]
 
@@ -87,12 +87,6 @@ def test_trainer_processes_must_match_the_config(tmp_path):
 
 
 # ---- the CPU variant: the rest of the preflight against this machine's podman ----------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = script_env(tmp_path, **extra)
     if "CUA_ENV_FILE" not in extra:
