@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the sandbox image (sandbox/image/Dockerfile) without any registry:
 #   mmdebstrap (Debian bookworm rootfs from the Debian mirror) -> podman import -> podman build.
+# With CUA_CONTAINER_ENGINE=docker (GPU hosts, docker_train_areal.sh) it builds with Docker instead, FROM
+# debian:bookworm of the host's registry (CUA_SANDBOX_BASE).
 # Cached: the base is keyed by its recipe, the image by the hash of everything that goes into it
 # (Dockerfile, requirements/sandbox.txt, the server code, the base, this script); an unchanged input set is
 # a no-op in about a second. The image is tagged cua-sandbox:<hash> and cua-sandbox:latest.
@@ -10,20 +12,33 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 IMAGE="${CUA_SANDBOX_IMAGE:-cua-sandbox}"
+ENGINE="${CUA_CONTAINER_ENGINE:-podman}"
 MIRROR="${CUA_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 BASE_RECIPE="mmdebstrap --variant=apt --include=ca-certificates bookworm $MIRROR (recipe 1)"
 CACHE="$CUA_HOME/sandbox"
 force=0; [ "${1:-}" = "--force" ] && force=1
 
-command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
-grep -qs 'runtime *= *"runc"' /etc/containers/containers.conf \
-  || die "podman is not configured (runc runtime); run scripts/setup_sandbox.sh first"
+case "$ENGINE" in
+  podman)
+    command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
+    grep -qs 'runtime *= *"runc"' /etc/containers/containers.conf \
+      || die "podman is not configured (runc runtime); run scripts/setup_sandbox.sh first" ;;
+  docker) command -v docker >/dev/null || die "docker is not installed" ;;
+  *) die "CUA_CONTAINER_ENGINE=$ENGINE: expected podman or docker" ;;
+esac
+image_exists() { "$ENGINE" image inspect "$1" >/dev/null 2>&1; }
 mkdir -p "$CACHE"
 
-# 1. Base image: a Debian rootfs from the Debian mirror (no container registry involved).
-base_key=$(echo "$BASE_RECIPE" | sha256sum | cut -c1-12)
-base_image="localhost/cua-debian-base:$base_key"
-if ! podman image exists "$base_image"; then
+# 1. Base image: a Debian rootfs from the Debian mirror (no container registry involved); Docker hosts use
+#    their registry's debian:bookworm.
+if [ "$ENGINE" = docker ]; then
+  base_image="${CUA_SANDBOX_BASE:-debian:bookworm}"
+  base_key="$base_image"
+else
+  base_key=$(echo "$BASE_RECIPE" | sha256sum | cut -c1-12)
+  base_image="localhost/cua-debian-base:$base_key"
+fi
+if [ "$ENGINE" = podman ] && ! podman image exists "$base_image"; then
   command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed (apt-get install mmdebstrap)"
   log "base image: mmdebstrap bookworm (about 20-60 s)"
   tar="$CACHE/base-$base_key.tar"
@@ -41,8 +56,10 @@ wheels="$CACHE/wheels-$(sha256sum "$req" | cut -c1-12)"
 if [ ! -f "$wheels/.complete" ]; then
   log "wheels: downloading the pins of requirements/sandbox.txt"
   rm -rf "$wheels"; mkdir -p "$wheels"
-  "$PYTHON_BOOTSTRAP" -m pip download --no-input --progress-bar off --no-deps --only-binary=:all: \
-    -r "$req" -d "$wheels" >&2
+  # For the image's Python (Debian bookworm: CPython 3.11), whatever Python downloads them.
+  py="$PYTHON_BOOTSTRAP"; command -v "$py" >/dev/null || py=python3
+  "$py" -m pip download --no-input --progress-bar off --no-deps --only-binary=:all: \
+    --python-version 3.11 --implementation cp --platform manylinux_2_28_x86_64 -r "$req" -d "$wheels" >&2
   touch "$wheels/.complete"
 fi
 
@@ -51,8 +68,8 @@ server_files=$(cd "$REPO_ROOT" && find sandbox/__init__.py sandbox/server -name 
 key=$( { cat "$REPO_ROOT/sandbox/image/Dockerfile" "$req" "${BASH_SOURCE[0]}";
          echo "$base_key"; for f in $server_files; do echo "$f"; cat "$REPO_ROOT/$f"; done; } \
        | sha256sum | cut -c1-12)
-if [ "$force" -eq 0 ] && podman image exists "$IMAGE:$key"; then
-  podman tag "$IMAGE:$key" "$IMAGE:latest"
+if [ "$force" -eq 0 ] && image_exists "$IMAGE:$key"; then
+  "$ENGINE" tag "$IMAGE:$key" "$IMAGE:latest"
   log "image: $IMAGE:$key present (inputs unchanged)"
   exit 0
 fi
@@ -63,9 +80,11 @@ cp "$wheels"/*.whl "$ctx/wheels/"
 (cd "$REPO_ROOT" && for f in $server_files; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done)
 log "image: building $IMAGE:$key (first time: apt installs chromium etc., a few minutes; then cached layers)"
 start=$SECONDS
-podman build --layers --build-arg "BASE=$base_image" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
-log "image: $IMAGE:$key built in $((SECONDS - start)) s ($(podman image inspect "$IMAGE:$key" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
+build_opts=(); [ "$ENGINE" = podman ] && build_opts=(--layers)  # Docker caches layers anyway
+"$ENGINE" build "${build_opts[@]}" --build-arg "BASE=$base_image" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
+log "image: $IMAGE:$key built in $((SECONDS - start)) s ($("$ENGINE" image inspect "$IMAGE:$key" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
 # Older builds: drop their tags (shared layers stay as build cache; an image in use is kept).
-for old in $(podman images --format '{{.Tag}}' "localhost/$IMAGE" | grep -vx -e latest -e "$key"); do
-  podman rmi "$IMAGE:$old" >/dev/null 2>&1 || true
+repo="$IMAGE"; [ "$ENGINE" = podman ] && repo="localhost/$IMAGE"
+for old in $("$ENGINE" images --format '{{.Tag}}' "$repo" | grep -vx -e latest -e "$key"); do
+  "$ENGINE" rmi "$IMAGE:$old" >/dev/null 2>&1 || true
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CUDA vLLM serving the policy on GPUs (production). Foreground; Ctrl-C stops it.
-#   VLLM_MODEL (default Qwen/Qwen2.5-VL-7B-Instruct), VLLM_TP_SIZE (4), VLLM_GPUS (0,1,2,3),
+#   VLLM_MODEL (default Qwen/Qwen2.5-VL-7B-Instruct), VLLM_TP_SIZE (4), VLLM_GPUS (the first VLLM_TP_SIZE
+#   GPUs: 0,1,2,3; in a container these are the GPUs it was given, renumbered from 0),
 #   VLLM_HOST (0.0.0.0), VLLM_PORT (8000), VLLM_HEALTH_TIMEOUT (900 s), VLLM_MAX_MODEL_LEN (32768),
 #   VLLM_GPU_MEMORY_UTILIZATION (0.85), VLLM_PYTHON (python3 with the CUDA vllm package);
 #   extra arguments go to the server.
@@ -9,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$REPO_ROOT/scripts/vllm_common.sh"
 
 tp="${VLLM_TP_SIZE:-4}"
-gpus="${VLLM_GPUS:-0,1,2,3}"
+gpus="${VLLM_GPUS:-$(seq -s, 0 $((tp - 1)))}"
 n_gpus=$(tr ',' '\n' <<<"$gpus" | grep -c .)
 (( n_gpus == tp )) || die "VLLM_GPUS=$gpus names $n_gpus GPU(s) but VLLM_TP_SIZE=$tp: they must match"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: this launcher needs NVIDIA GPUs (use run_vllm_cpu.sh on CPU)"

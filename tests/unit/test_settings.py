@@ -43,11 +43,19 @@ def test_defaults_without_env_or_dotenv(clean_env: Path):
 
 
 def test_env_example_lists_exactly_the_settings():
+    """env.example has two sections: what the trainer reads (exactly Settings' fields) and, after the
+    "# ---- Deployment" marker, what only docker-compose.areal.yml and docker_train_areal.sh read (checked
+    against those files by tests/deploy/test_compose_file.py). No key may be in both."""
     example = Path(__file__).resolve().parents[2] / "env.example"
-    keys = {
-        line.split("=", 1)[0].strip()
-        for line in example.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    }
+    sections: dict[str, set[str]] = {"settings": set(), "deployment": set()}
+    current = "settings"
+    for line in example.read_text().splitlines():
+        if line.startswith("# ---- Deployment"):
+            current = "deployment"
+        elif line.strip() and not line.lstrip().startswith("#"):
+            sections[current].add(line.split("=", 1)[0].strip())
     fields = {f.validation_alias for f in Settings.model_fields.values()}
+    keys = sections["settings"]
     assert keys == fields, f"env.example and cua_agent/settings.py disagree: {sorted(keys ^ fields)}"
+    assert sections["deployment"], "the deployment section is missing (marker '# ---- Deployment')"
+    assert not sections["deployment"] & fields, "a Settings variable is listed as deployment-only"

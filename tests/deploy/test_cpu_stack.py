@@ -1,0 +1,183 @@
+"""The stack's CPU variant under podman, driven by the product's own script: `docker_train_areal.sh --cpu`
+runs docker-compose.areal.yml with deploy/compose.cpu.yml through podman-compose — the vllm service (vLLM's
+CPU build on the tiny model) becomes healthy, the trainer container trains one GRPO step on real sandboxes
+it starts through the mounted podman socket, the weight update crosses the shared outputs volume into the
+vllm container, and on exit the script leaves no container and no sandbox behind; on Ctrl-C too."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.stack import SCRIPT, free_port, script_env, write_env_file
+from tests.training.harness import left_in_session
+
+pytestmark = pytest.mark.slow
+
+ONE_STEP = [
+    "total_train_steps=1",
+    "tasks.task_ids=[miniwob/click-test]",
+    "agent.group_size=2",
+    "agent.min_group_size=2",
+    "agent.max_turns=2",
+    "agent.max_new_tokens=24",
+    "sandbox.max_concurrency=2",
+]
+
+
+def podman(*args: str) -> str:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def project_containers(project: str) -> list[str]:
+    return podman(
+        "ps", "-a", "--format", "{{.Names}}", "--filter", f"label=com.docker.compose.project={project}"
+    ).split()
+
+
+class Stack:
+    """One run of the script in its own session, and what it leaves behind."""
+
+    def __init__(self, tmp: Path, args: list[str]) -> None:
+        self.project = f"cua-test-{uuid.uuid4().hex[:8]}"
+        # short: sandbox socket paths under it must stay within the unix limit (pytest's tmp_path is too deep)
+        self.run_home = Path(tempfile.mkdtemp(prefix="cua-test-", dir="/tmp"))
+        self.outputs = tmp / "outputs"
+        env = script_env(
+            tmp,
+            COMPOSE_PROJECT_NAME=self.project,
+            VLLM_HOST_PORT=str(free_port()),
+            CUA_RUN_HOME=str(self.run_home),
+        )
+        env["CUA_ENV_FILE"] = str(write_env_file(tmp / "env"))
+        self.log = tmp / "script.log"
+        self.started = time.monotonic()
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                ["bash", str(SCRIPT), "--cpu", *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def container(self, service: str) -> str | None:
+        names = podman(
+            "ps", "--format", "{{.Names}}",
+            "--filter", f"label=com.docker.compose.project={self.project}",
+            "--filter", f"label=com.docker.compose.service={service}",
+        ).split()  # fmt: skip
+        return names[0] if names else None
+
+    def wait_for(self, service: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if name := self.container(service):
+                return name
+            time.sleep(1)
+        why = (
+            f"the script exited ({self.proc.returncode})"
+            if self.proc.poll() is not None
+            else f"{timeout:.0f}s"
+        )
+        raise AssertionError(f"no running {service} container ({why}):\n{self.tail()}")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            raise AssertionError(
+                f"docker_train_areal.sh still running after {timeout:.0f}s:\n{self.tail()}"
+            ) from None
+
+    def tail(self, n: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def remove_leftovers(self) -> None:
+        """Only after a failure: the script's own cleanup is what the tests check."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for name in project_containers(self.project):
+            podman("rm", "-f", "-t", "0", name)
+        podman("network", "rm", "-f", f"{self.project}_default")
+        podman("volume", "rm", "-f", f"{self.project}_model-cache")
+        shutil.rmtree(self.run_home, ignore_errors=True)
+
+
+def test_cpu_stack_trains_one_step_and_cleans_up(tmp_path):
+    stack = Stack(tmp_path, ONE_STEP)
+    vllm_log = tmp_path / "vllm.log"
+    orphan: dict[str, str] = {}
+    followers: list[subprocess.Popen] = []
+    try:
+        vllm = stack.wait_for("vllm", timeout=300)
+        followers.append(
+            subprocess.Popen(
+                ["podman", "logs", "-f", vllm], stdout=vllm_log.open("wb"), stderr=subprocess.STDOUT
+            )
+        )
+        trainer = stack.wait_for("trainer", timeout=600)
+        # A sandbox its trainer lost track of (e.g. a rank killed hard): the script must reap it by the
+        # trainer container's hostname, which every sandbox it started carries as cua.owner_host.
+        host = podman("inspect", "-f", "{{.Config.Hostname}}", trainer)
+        orphan["name"] = f"cua-sb-orphan-{uuid.uuid4().hex[:6]}"
+        podman(
+            "run", "-d", "--name", orphan["name"], "--label", "cua.sandbox=1", "--label", f"cua.owner_host={host}",
+            "localhost/cua-cpu-runtime:latest", "sleep", "900",
+        )  # fmt: skip
+        rc = stack.wait(timeout=600)
+        elapsed = time.monotonic() - stack.started
+        assert rc == 0, f"docker_train_areal.sh --cpu exited {rc}:\n{stack.tail()}"
+
+        log = stack.log.read_text(errors="replace")
+        assert log.index("vLLM healthy after") < log.index("starting the trainer"), (
+            "the trainer started before vLLM was healthy"
+        )
+        exp = stack.outputs / "cua-local"
+        assert "Train step 1/" in (exp / "logs" / "training.log").read_text(errors="replace")
+        episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+        assert len(episodes) >= 2 and all(e["task_reward"] is not None and e["turns"] for e in episodes)
+        # the weight update reached the server in the other container, from the shared outputs path
+        served = vllm_log.read_text(errors="replace")
+        assert '"POST /collective_rpc HTTP/1.1" 200' in served, "vLLM never reloaded weights"
+        assert '"POST /update_weight_version HTTP/1.1" 200' in served
+        trial = exp / "checkpoints" / "cua" / "cua-local" / "trial0" / "default"
+        assert not list(trial.glob("weight_update_v*")), "weight-sync copies must be removed once loaded"
+
+        # nothing left: stack containers, the orphan, sandboxes of this trainer, socket folders, processes
+        assert project_containers(stack.project) == []
+        assert podman("ps", "-a", "-q", "--filter", f"label=cua.owner_host={host}") == ""
+        assert not list((stack.run_home / "sandbox" / "run").iterdir())
+        assert left_in_session(stack.proc.pid) == []
+        print(f"\nCPU stack under podman, one GRPO step: {elapsed:.0f}s ({len(episodes)} episodes)")
+    finally:
+        for f in followers:
+            f.terminate()
+            f.wait(10)
+        if orphan:
+            podman("rm", "-f", "-t", "0", orphan["name"])
+        stack.remove_leftovers()
+
+
+def test_ctrl_c_while_waiting_for_vllm_stops_the_stack(tmp_path):
+    stack = Stack(tmp_path, [])
+    try:
+        stack.wait_for("vllm", timeout=300)
+        os.killpg(stack.proc.pid, signal.SIGINT)  # what Ctrl-C sends to the terminal's foreground group
+        rc = stack.wait(timeout=120)
+        assert rc == 130, f"exit status {rc} after Ctrl-C:\n{stack.tail()}"
+        assert "stopping the stack" in stack.log.read_text()
+        assert project_containers(stack.project) == []
+        assert left_in_session(stack.proc.pid) == []
+    finally:
+        stack.remove_leftovers()
