@@ -18,7 +18,13 @@ def load(tmp_path, *overrides: str, config: str = "configs/local_cpu.yaml") -> C
 
 
 @pytest.mark.parametrize(
-    "config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml", "configs/cua_grpo_multinode.yaml"]
+    "config",
+    [
+        "configs/local_cpu.yaml",
+        "configs/cua_grpo.yaml",
+        "configs/cua_grpo_multinode.yaml",
+        "configs/cua_grpo_single_gpu.yaml",
+    ],
 )
 def test_shipped_configs_load(tmp_path, config):
     cfg = load(tmp_path, config=config)
@@ -77,7 +83,13 @@ def test_addresses_and_launch_local_are_exclusive(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "config", ["configs/local_cpu.yaml", "configs/cua_grpo.yaml", "configs/cua_grpo_multinode.yaml"]
+    "config",
+    [
+        "configs/local_cpu.yaml",
+        "configs/cua_grpo.yaml",
+        "configs/cua_grpo_multinode.yaml",
+        "configs/cua_grpo_single_gpu.yaml",
+    ],
 )
 def test_shipped_configs_spell_out_every_field_of_our_sections(config):
     """A field missing from the YAML can only be overridden as `+section.field=...` (Hydra's struct mode),
