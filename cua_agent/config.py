@@ -67,6 +67,9 @@ class AgentConfig:
 
     group_size: int = 4  # episodes per task (GRPO group)
     min_group_size: int = 2  # fewer surviving episodes -> the group is rejected
+    # This many groups rejected in a row (every episode lost to infrastructure: a dead server or sandbox
+    # engine) aborts the run with the errors, instead of drawing rows forever.
+    max_rejected_in_a_row: int = 16
     max_turns: int = 6
     history_screenshots: int = 2  # last K screenshots in the prompt
     coordinate_convention: str = "absolute"
@@ -83,6 +86,11 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, "agent.group_size", f"must be >= 1, got {self.group_size}")
+        _check(
+            self.max_rejected_in_a_row >= 1,
+            "agent.max_rejected_in_a_row",
+            f"must be >= 1, got {self.max_rejected_in_a_row}",
+        )
         _check(
             1 <= self.min_group_size <= self.group_size,
             "agent.min_group_size",

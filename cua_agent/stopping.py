@@ -12,3 +12,8 @@ class StopTraining(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
         super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+class RunAborted(BaseException):
+    """The rollouts cannot go on (e.g. every episode fails for infrastructure reasons): the trainer stops at
+    once with this reason (raised in the main thread by the stop-signal handler, see CUATrainer)."""

@@ -61,7 +61,7 @@ from cua_agent.data_feed import DRAW_KEY, TaskFeed
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
 from cua_agent.settings import Settings
-from cua_agent.stopping import StopTraining
+from cua_agent.stopping import RunAborted, StopTraining
 
 logger = logging.getLogger("CUATrainer")
 
@@ -316,6 +316,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         if hasattr(workflow, "preflight"):
             workflow.preflight()
         stopped: StopTraining | None = None
+        aborted: RunAborted | None = None
         with CUATrainer(
             config, train_dataset, server_addresses=addresses, workflow=workflow, resume_from=resume_from
         ) as trainer:
@@ -324,10 +325,17 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 trainer.train(workflow=workflow, workflow_kwargs=None)
             except StopTraining as stop:
                 stopped = stop
-                _stop(trainer, stop, workflow)
+                _stop(trainer, str(stop), 128 + stop.signum, workflow)
+            except RunAborted as exc:
+                aborted = exc
+                logger.error(f"Training aborted: {exc}")
+                _stop(trainer, "aborted", 1, workflow)
             finally:
                 signals.trainer = None
-        if stopped is not None:  # after the trainer's exit closed the rollouts (and the sandbox pool)
+        # After the trainer's exit closed the rollouts (and the sandbox pool):
+        if aborted is not None:
+            raise SystemExit(f"Training aborted: {aborted}")
+        if stopped is not None:
             raise SystemExit(128 + stopped.signum)
     except StopTraining as stop:  # before training began
         logger.warning(f"Training {stop} during startup; nothing to save")
@@ -338,7 +346,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
             logger.info("Local vLLM server stopped")
 
 
-def _stop(trainer: CUATrainer, stop: StopTraining, workflow: Any) -> None:
+def _stop(trainer: CUATrainer, why: str, exit_code: int, workflow: Any) -> None:
     """After a stop signal: checkpoint if configured, then let the trainer's exit close the rollouts and
     the sandbox pool, within checkpoint.stop_timeout_s (then this process removes its sandboxes and exits)."""
     saved = None
@@ -349,7 +357,7 @@ def _stop(trainer: CUATrainer, stop: StopTraining, workflow: Any) -> None:
     latest = trainer.checkpoints.store.latest()
     done = trainer.last_finished.global_step + 1 if trainer.last_finished else 0
     logger.warning(
-        f"Training {stop} after {done} finished step(s)"
+        f"Training {why} after {done} finished step(s)"
         + (f"; saved {saved}" if saved else "")
         + (f"; resume with --resume (latest checkpoint: {latest})" if latest else "; no checkpoint to resume")
     )
@@ -361,7 +369,7 @@ def _stop(trainer: CUATrainer, stop: StopTraining, workflow: Any) -> None:
             if hasattr(workflow, "remove_own_sandboxes"):
                 workflow.remove_own_sandboxes()
         finally:
-            os._exit(128 + stop.signum)
+            os._exit(exit_code)
 
     timer = threading.Timer(timeout, force_exit)
     timer.daemon = True
@@ -383,6 +391,8 @@ class _StopSignals:
     def __call__(self, signum: int, frame: Any) -> None:
         if self.trainer is None:
             raise StopTraining(signum)
+        if self.trainer.rollout.fatal is not None:  # the rollout thread gave up (StockVLLMEngine.abort_run)
+            raise self.trainer.rollout.fatal
         self.trainer.request_stop(signum)
 
 

@@ -166,6 +166,8 @@ class CUAWorkflow(RolloutWorkflow):
         self._pool_lock: asyncio.Lock | None = None
         self._write_lock = threading.Lock()
         self.stats = {"episodes": 0, "infra_failures": 0, "groups_rejected": 0, "rows": 0}
+        self.max_rejected_in_a_row = agent.max_rejected_in_a_row
+        self.rejected_in_a_row = 0
 
     async def pool(self) -> SandboxPool:
         """Created on first use, in the event loop that runs the episodes (AReaL's rollout thread)."""
@@ -218,6 +220,13 @@ class CUAWorkflow(RolloutWorkflow):
         pool = await self.pool()
         episodes = await asyncio.gather(*(self._episode(engine, pool, data) for _ in range(self.group_size)))
         batch = self.group_to_batch(list(episodes), data)
+        self.rejected_in_a_row = 0 if batch is not None else self.rejected_in_a_row + 1
+        if self.rejected_in_a_row >= self.max_rejected_in_a_row and hasattr(engine, "abort_run"):
+            errors = sorted({ep.error or ep.status for ep in episodes if not ep.ok})
+            engine.abort_run(
+                f"{self.rejected_in_a_row} groups in a row rejected (agent.max_rejected_in_a_row): every "
+                f"episode failed for infrastructure reasons; last errors: {'; '.join(errors)[:2000]}"
+            )
         if DRAW_KEY in data:  # tell the TaskFeed what became of its row (see data_feed.py)
             if batch is None:
                 engine.drop_row(data)

@@ -18,8 +18,10 @@ discovery) and replaces what touches the server:
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -37,7 +39,7 @@ from areal.infra.utils.concurrent import get_executor
 from areal.utils import logging, name_resolve, names, stats_tracker
 
 from cua_agent.data_feed import DRAW_KEY, TaskFeed
-from cua_agent.stopping import StopTraining
+from cua_agent.stopping import RunAborted, StopTraining
 
 from .errors import ServerUnavailableError
 from .http import RetryPolicy
@@ -118,6 +120,7 @@ class StockVLLMEngine(RemoteInfEngine):
         self.feed: TaskFeed | None = None
         self.waiting_for_batch = False  # the trainer is blocked in prepare_batch (a stop may abandon it)
         self.stop_requested: int | None = None  # the signal of a requested stop: no further batch starts
+        self.fatal: RunAborted | None = None  # set from the rollout thread; raised in the main thread
         self.last_trained_rows: list[dict[str, Any]] = []
         self.counters = {"server_errors": 0, "server_recoveries": 0, "weight_repushes": 0, "stale_servers": 0}
 
@@ -163,6 +166,13 @@ class StockVLLMEngine(RemoteInfEngine):
         draws = sorted({int(d) for traj in batch for d in traj.pop(DRAW_KEY, torch.empty(0)).tolist()})
         self.last_trained_rows = self.feed.done(draws) if self.feed is not None else []
         return batch
+
+    def abort_run(self, reason: str) -> None:
+        """From the rollout thread: make the trainer's main thread (blocked in prepare_batch) raise
+        RunAborted, through the SIGINT handler the trainer installed (`_StopSignals`)."""
+        if self.fatal is None:
+            self.fatal = RunAborted(reason)
+            _thread.interrupt_main(signal.SIGINT)
 
     def drop_row(self, row: dict[str, Any]) -> None:
         """The workflow rejected this row's group: it will not be trained on, and must not be replayed."""

@@ -91,3 +91,40 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
         )
     finally:
         server.stop()
+
+
+def test_a_run_whose_every_episode_fails_aborts_with_the_errors(vllm_servers, tmp_path: Path):
+    """A server that answers every generation with 500 (it stays healthy): groups are rejected, never
+    trained as reward 0, and after agent.max_rejected_in_a_row of them the run stops with the reason
+    instead of drawing rows forever."""
+    with FaultProxy(vllm_servers["untied"].address) as proxy:
+        proxy.fail_next = 10**9
+        exp = tmp_path / "exp"
+        run = wait_training(
+            start_training(
+                [
+                    f"cluster.fileroot={exp}",
+                    "total_train_steps=2",
+                    "inference.launch_local=false",
+                    f'inference.addresses=["{proxy.address}"]',
+                    "rollout.request_retries=1",
+                    "tasks.task_ids=[miniwob/click-test]",
+                    "agent.group_size=2",
+                    "agent.max_turns=2",
+                    "agent.max_rejected_in_a_row=3",
+                    "sandbox.max_concurrency=2",
+                ],
+                tmp_path / "run.log",
+            ),
+            tmp_path / "run.log",
+            time.monotonic(),
+            timeout_s=400,
+        )
+    log = (exp / "logs" / "training.log").read_text(errors="replace")
+    assert run.rc == 1, run.tail()
+    assert "Training aborted: 3 groups in a row rejected (agent.max_rejected_in_a_row)" in log
+    assert "HTTP 500" in log or "500" in run.tail(200)
+    assert steps_of(exp, run.pid) == {}
+    episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+    assert episodes and all(e["status"] == "infra_error" and e["advantage"] is None for e in episodes)
+    assert boxes_of(run.pid) == [] and left_in_session(run.pid) == []
