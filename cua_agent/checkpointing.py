@@ -303,16 +303,7 @@ class RecoverCheckpoints:
             self.store.remove_staging()
             staging = self.store.fresh_staging(step)
         _barrier(actor)
-        actor.save(
-            SaveLoadMeta(
-                path=str(staging / "model"),
-                weight_format="dcp",
-                with_optim=not self.config.recover.no_save_optim,
-                tokenizer=None,
-                processor=None,
-                base_model_path=None,
-            )
-        )
+        actor.save(_dcp(staging / "model", with_optim=not self.config.recover.no_save_optim))
         RecoverInfo(
             last_step_info=step_info,
             saver_info=saver.state_dict(),
@@ -360,16 +351,7 @@ class RecoverCheckpoints:
             evaluator.load_state_dict(info.evaluator_info)
             stats.load_state_dict(info.stats_logger_info)
             data.load_state_dict(info.dataloader_info)
-            actor.load(
-                SaveLoadMeta(
-                    path=str(path / "model"),
-                    weight_format="dcp",
-                    with_optim=not self.config.recover.no_load_optim,
-                    tokenizer=None,
-                    processor=None,
-                    base_model_path=None,
-                )
-            )
+            actor.load(_dcp(path / "model", with_optim=not self.config.recover.no_load_optim))
             state = torch.load(path / "trainer_state" / f"rank{rank}.pt", weights_only=False)
             actor.lr_scheduler.load_state_dict(state["lr_scheduler"])
             set_rng_state(state["rng"])
@@ -387,6 +369,18 @@ class RecoverCheckpoints:
         if diff:
             raise CheckpointError(f"checkpoint {path} does not fit this run: " + "; ".join(diff))
         return manifest
+
+
+def _dcp(path: Path, *, with_optim: bool) -> SaveLoadMeta:
+    """Model (+ optimizer) in torch DCP, as AReaL's recover saves them."""
+    return SaveLoadMeta(
+        path=str(path),
+        weight_format="dcp",
+        with_optim=with_optim,
+        tokenizer=None,
+        processor=None,
+        base_model_path=None,
+    )
 
 
 def _barrier(actor: Any) -> None:

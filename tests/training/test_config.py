@@ -10,6 +10,13 @@ from areal.api.cli_args import load_expr_config
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.local_server import REPO
 
+SHIPPED_CONFIGS = [
+    "configs/local_cpu.yaml",
+    "configs/cua_grpo.yaml",
+    "configs/cua_grpo_multinode.yaml",
+    "configs/cua_grpo_single_gpu.yaml",
+]
+
 
 def load(tmp_path, *overrides: str, config: str = "configs/local_cpu.yaml") -> CUAGRPOConfig:
     argv = ["--config", str(REPO / config), f"cluster.fileroot={tmp_path}", *overrides]
@@ -17,15 +24,7 @@ def load(tmp_path, *overrides: str, config: str = "configs/local_cpu.yaml") -> C
     return cfg
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        "configs/local_cpu.yaml",
-        "configs/cua_grpo.yaml",
-        "configs/cua_grpo_multinode.yaml",
-        "configs/cua_grpo_single_gpu.yaml",
-    ],
-)
+@pytest.mark.parametrize("config", SHIPPED_CONFIGS)
 def test_shipped_configs_load(tmp_path, config):
     cfg = load(tmp_path, config=config)
     assert isinstance(cfg, CUAGRPOConfig)
@@ -82,15 +81,7 @@ def test_addresses_and_launch_local_are_exclusive(tmp_path):
         load(tmp_path, 'inference.addresses=["127.0.0.1:8000"]', "inference.launch_local=true")
 
 
-@pytest.mark.parametrize(
-    "config",
-    [
-        "configs/local_cpu.yaml",
-        "configs/cua_grpo.yaml",
-        "configs/cua_grpo_multinode.yaml",
-        "configs/cua_grpo_single_gpu.yaml",
-    ],
-)
+@pytest.mark.parametrize("config", SHIPPED_CONFIGS)
 def test_shipped_configs_spell_out_every_field_of_our_sections(config):
     """A field missing from the YAML can only be overridden as `+section.field=...` (Hydra's struct mode),
     which users do not expect."""
