@@ -14,6 +14,7 @@ from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.agent import Episode, TurnRecord
 from cua_agent.client import CallRecord
+from cua_agent.config import AgentConfig, SandboxConfig
 from cua_agent.inference.local_server import MODELS
 from cua_agent.rewards import normalise_group
 from cua_agent.workflow import CUAWorkflow
@@ -21,32 +22,18 @@ from tests.inference.reference import screenshot
 
 
 def config(**agent) -> SimpleNamespace:
-    defaults = dict(
+    """The workflow's config sections: the real dataclasses (every field, its default), small values."""
+    overrides = dict(
         group_size=3,
-        min_group_size=2,
         max_turns=4,
-        history_screenshots=2,
-        coordinate_convention="absolute",
         max_new_tokens=16,
-        temperature=1.0,
-        on_parse_failure="noop",
-        format_penalty=0.1,
-        turn_discount=1.0,
         turn_timeout_s=60.0,
         episode_timeout_s=300.0,
-        max_prompt_tokens=6000,
         save_screenshots=True,
     )
     return SimpleNamespace(
-        agent=SimpleNamespace(**{**defaults, **agent}),
-        sandbox=SimpleNamespace(
-            backend="docker",
-            image="cua-sandbox:latest",
-            max_concurrency=2,
-            warm=0,
-            acquire_timeout_s=60.0,
-            docker_hosts=[],
-        ),
+        agent=AgentConfig(**{**overrides, **agent}),
+        sandbox=SandboxConfig(max_concurrency=2, acquire_timeout_s=60.0),
         tokenizer_path=str(MODELS["untied"]),
         actor=SimpleNamespace(path=str(MODELS["untied"])),
     )
