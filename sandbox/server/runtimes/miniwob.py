@@ -117,6 +117,13 @@ class MiniWoBRuntime(Runtime):
         self.display.xdotool("keyup", "ctrl", "alt", "shift", "super", "mouseup", "1", "key", "Escape")
         # A fresh page per episode: no state leaks from the previous episode.
         d.get(path.as_uri())
+        # The task's own script (genProblem) can still be undefined when get() returns under load: seen as
+        # a rare "genProblem is not defined" at reset. Wait for it, bounded.
+        deadline = time.monotonic() + 5
+        while not d.execute_script("return typeof genProblem === 'function' && typeof core !== 'undefined';"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"MiniWoB task {name}: its scripts did not load")
+            time.sleep(0.02)
         d.execute_script(
             f"core.EPISODE_MAX_TIME = {EPISODE_MAX_MS}; Math.seedrandom({seed!r});"
             "core.setDataMode('default'); core.startEpisodeReal();"
