@@ -128,15 +128,35 @@ class StockVLLMEngine(RemoteInfEngine):
         """AReaL's server discovery; then every server is resumed: a trainer killed during a weight update
         leaves its servers paused, and nothing would ever generate."""
         result = super().initialize(*args, **kwargs)
+        self.continue_generation()
+        return result
 
-        async def resume_all() -> None:
+    def pause_generation(self) -> None:
+        """Before a weight update (AReaL's FSDP engine calls it): pause every server that answers. One
+        that does not (restarting, down) generates nothing now and gets the new weights when it is back
+        (`ensure_current_weights`), so it must not fail the training step."""
+        self._on_all_servers(lambda server: server.pause())
+        time.sleep(self.config.pause_grace_period)  # as AReaL: let the aborts land
+
+    def continue_generation(self) -> None:
+        self._on_all_servers(lambda server: server.resume())
+
+    def _on_all_servers(self, call: Callable[[VLLMServer], Any]) -> None:
+        async def run() -> list[BaseException | None]:
             try:
-                await asyncio.gather(*(VLLMServer(a, policy=self.policy).resume() for a in self.addresses))
+                servers = [VLLMServer(a, policy=self.policy) for a in self.addresses]
+                return await asyncio.gather(*(call(s) for s in servers), return_exceptions=True)
             finally:
                 await close_loop_session()
 
-        asyncio.run(resume_all())
-        return result
+        for address, result in zip(self.addresses, asyncio.run(run()), strict=True):
+            if isinstance(result, ServerUnavailableError):
+                self.counters["stale_servers"] += 1
+                log.warning(
+                    f"vLLM server {address} unavailable ({result}); it will get the weights when back"
+                )
+            elif isinstance(result, BaseException):
+                raise result
 
     def export_stats(self) -> dict[str, float]:
         """PPOTrainer calls it every step; RemoteInfEngine lacks it (AReaL's RemotevLLMEngine has it)."""
