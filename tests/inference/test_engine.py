@@ -22,7 +22,7 @@ from areal.infra.workflow_executor import check_trajectory_format
 from areal.utils import name_resolve, names
 
 from cua_agent.inference.engine import StockVLLMEngine
-from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.local_server import MODELS, free_port
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from tests.inference.reference import HFReference, chat_messages, screenshot
 
@@ -182,3 +182,27 @@ def test_turn_aborted_by_weight_update_is_regenerated_whole(engine):
     assert turn.attempts == 2
     assert turn.generation.finish_reason in ("stop", "length")
     assert len(turn.generation.output_token_ids) == len(turn.generation.output_logprobs) > 0
+
+
+def test_pause_and_resume_around_an_update_skip_a_server_that_is_down(engine):
+    """A server that is down (restarting) during a weight update must not fail the training step: the
+    others are paused and resumed, and it is counted stale (it gets the weights when it is back)."""
+    live = list(engine.addresses)
+    server = VLLMServer(live[0])
+    before = engine.counters["stale_servers"]
+    engine.addresses = [*live, f"127.0.0.1:{free_port()}"]
+    try:
+        engine.pause_generation()
+        assert asyncio.run(_closing(server.is_paused()))
+        engine.continue_generation()
+        assert not asyncio.run(_closing(server.is_paused()))
+    finally:
+        engine.addresses = live
+    assert engine.counters["stale_servers"] == before + 2
+
+
+async def _closing(coro):
+    try:
+        return await coro
+    finally:
+        await close_loop_session()
