@@ -76,18 +76,21 @@ def fingerprint(
     actor_backend: str,
     world_size: int,
     batch_size: int,
-    steps_per_epoch: int,
     lr_type: str,
+    steps_per_epoch: int | None = None,
 ) -> dict[str, Any]:
-    """What must match between the run that saved a checkpoint and the run that loads it."""
-    return {
+    """What must match between the run that saved a checkpoint and the run that loads it. Without
+    `steps_per_epoch` (not known before the data is loaded), the part that can be checked at start-up."""
+    out = {
         "model": model_shape(model_path),
         "actor.backend": actor_backend,
         "world_size": world_size,
         "train_dataset.batch_size": batch_size,
-        "steps_per_epoch": steps_per_epoch,
         "actor.optimizer.lr_scheduler_type": lr_type,
     }
+    if steps_per_epoch is not None:
+        out["steps_per_epoch"] = steps_per_epoch
+    return out
 
 
 def differences(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") -> list[str]:

@@ -52,7 +52,6 @@ from cua_agent.checkpointing import (
     RecoverCheckpoints,
     differences,
     fingerprint,
-    model_shape,
     read_manifest,
     resolve_resume,
 )
@@ -413,13 +412,13 @@ def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:
         return None
     manifest = read_manifest(path)
     # What can be checked before the model and data are loaded (the rest is checked at load).
-    now = {
-        "model": model_shape(config.actor.path),
-        "actor.backend": config.actor.backend,
-        "world_size": int(os.environ["WORLD_SIZE"]),
-        "train_dataset.batch_size": config.train_dataset.batch_size,
-        "actor.optimizer.lr_scheduler_type": config.actor.optimizer.lr_scheduler_type,
-    }
+    now = fingerprint(
+        model_path=config.actor.path,
+        actor_backend=config.actor.backend,
+        world_size=int(os.environ["WORLD_SIZE"]),
+        batch_size=config.train_dataset.batch_size,
+        lr_type=config.actor.optimizer.lr_scheduler_type,
+    )
     saved = {k: v for k, v in manifest.get("compat", {}).items() if k in now}
     diff = differences(saved, now)
     if diff:
