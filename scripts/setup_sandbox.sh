@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
 #   scripts/setup_sandbox.sh [packages] [podman] [service] [image] [venv]     (no argument: all steps)
-# packages: Debian packages for desktops on the host (local backend) and for containers (podman)
+# packages: the Debian packages (scripts/setup.sh system: the one list)
 # podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; DESIGN §6)
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
@@ -10,22 +10,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PODMAN_SOCKET="${CUA_PODMAN_SOCKET:-/run/cua/podman.sock}"
-PACKAGES=(xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core matchbox-window-manager l3afpad
-          xterm podman runc mmdebstrap curl)
 CONF=/etc/containers/containers.conf
 CONF_MARK="# written by cua-areal scripts/setup_sandbox.sh"
 
-step_packages() {
-  local missing=() pkg
-  for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-  done
-  if [ ${#missing[@]} -eq 0 ]; then log "packages: present"; return; fi
-  [ "$(id -u)" -eq 0 ] || die "missing Debian packages: ${missing[*]} (run as root: apt-get install ${missing[*]})"
-  log "packages: installing ${missing[*]}"
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-}
+step_packages() { bash "$REPO_ROOT/scripts/setup.sh" system; }
 
 step_podman() {
   if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
