@@ -8,7 +8,7 @@ fixed-latency stand-ins, so that only the concurrency of the machinery is measur
    (asynchronous): seconds per step, each against its ideal, and the ratio sync / async.
 
 What is real: `StockVLLMEngine` (AReaL's `RemoteInfEngine`: WorkflowExecutor, StalenessManager, the
-rollout thread's event loop), `cua_agent.agent.run_episode` (prompt building with base64 screenshots, the
+rollout thread's event loop), `cua_agent.episode.loop.run_episode` (prompt building with base64 screenshots, the
 action parser, history), a trivial RolloutWorkflow returning a one-row trajectory.
 
 What stands in, and why (the real components are measured elsewhere: the sandbox in bench/sandbox.py, the
@@ -58,9 +58,9 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cua_agent.actions import Click, CoordinateMapping, format_tool_call
-from cua_agent.agent import EpisodeConfig, run_episode
-from cua_agent.client import ChatReply
+from cua_agent.episode.actions import Click, CoordinateMapping, format_tool_call
+from cua_agent.episode.loop import EpisodeConfig, run_episode
+from cua_agent.episode.chat import ChatReply
 from cua_agent.inference.engine import StockVLLMEngine
 from sandbox.base import Sandbox
 

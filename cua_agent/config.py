@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from areal.api.cli_args import GRPOConfig
 
-from cua_agent.actions import CONVENTIONS
+from cua_agent.episode.actions import CONVENTIONS
 from sandbox.backends.docker import check_docker_hosts
 
 PARSE_FAILURE_MODES = ("noop", "end")
@@ -193,7 +193,7 @@ class CheckpointConfig:
     Each is written to a staging directory and renamed into place once complete, so a kill during a save
     never leaves a checkpoint that half-loads. Resuming restores model, optimizer, LR scheduler, RNG, data
     position (episodes in flight at the save are replayed first), counters, stats logger, and the weights
-    on the inference servers (cua_agent/checkpointing.py)."""
+    on the inference servers (cua_agent/train/checkpointing.py)."""
 
     keep_last: int = 3  # newest committed checkpoints kept; older ones are deleted
     # None: resume if recover.mode is on/auto and the trial has a checkpoint; "latest": must resume from the
@@ -222,7 +222,7 @@ class CUAGRPOConfig(GRPOConfig):
     tasks: TasksConfig = field(default_factory=TasksConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Import path of the RolloutWorkflow class; constructed as cls(config=config).
-    workflow: str = "cua_agent.workflow.CUAWorkflow"
+    workflow: str = "cua_agent.rollout.workflow.CUAWorkflow"
 
     def __post_init__(self) -> None:
         super().__post_init__()

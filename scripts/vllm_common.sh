@@ -31,10 +31,10 @@ serve_until_exit() {
 }
 
 # serving_dir PYTHON MODEL_DIR -> the directory to serve: MODEL_DIR, or for a tied-embedding checkpoint an
-# untied copy with an explicit head (see cua_agent/inference/checkpoints.py for why).
+# untied copy with an explicit head (see cua_agent/inference/tied_head.py for why).
 serving_dir() {
   local py="$1" model="$2" key
   key="$(basename "$model")-$(printf '%s' "$(cd "$model" && pwd)" | sha256sum | cut -c1-8)"
-  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$py" -m cua_agent.inference.checkpoints \
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$py" -m cua_agent.inference.tied_head \
     serving-copy "$model" "$CUA_HOME/serving/$key" || die "cannot prepare $model for serving"
 }

@@ -38,8 +38,8 @@ from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
 from areal.utils import logging, name_resolve, names, stats_tracker
 
-from cua_agent.data_feed import DRAW_KEY, TaskFeed
-from cua_agent.stopping import RunAborted, StopTraining
+from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.train.stopping import RunAborted, StopTraining
 
 from .errors import ServerUnavailableError
 from .http import RetryPolicy

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from .checkpoints import ties_embeddings, write_explicit_head
+from .tied_head import ties_embeddings, write_explicit_head
 from .errors import InferenceServerError, ServerUnavailableError, WeightUpdateError
 from .vllm_server import VLLMServer
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cua_agent.actions import (
+from cua_agent.episode.actions import (
     EXCERPT_CHARS,
     MAX_COORD,
     MAX_INPUT_CHARS,

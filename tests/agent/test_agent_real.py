@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from areal.infra.workflow_executor import check_trajectory_format
 
-from cua_agent.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
-from cua_agent.agent import EpisodeConfig, run_episode
-from cua_agent.client import ChatReply
+from cua_agent.episode.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
+from cua_agent.episode.loop import EpisodeConfig, run_episode
+from cua_agent.episode.chat import ChatReply
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
-from cua_agent.workflow import CUAWorkflow, ModelView
+from cua_agent.rollout.workflow import CUAWorkflow, ModelView
 from sandbox.backends import make_backend
 from sandbox.base import SandboxSpec
 from sandbox.oracle import Ctx
@@ -153,7 +153,7 @@ async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path:
 async def test_evaluation_client_runs_an_episode_over_the_openai_api(vllm_servers, pool, view):
     """Evaluation path: the agent loop over `openai.AsyncOpenAI` against the vLLM server's OpenAI API (any
     OpenAI-compatible endpoint works the same). The random tiny model gives text, no valid action."""
-    from cua_agent.client import OpenAIChatClient
+    from cua_agent.episode.chat import OpenAIChatClient
     from cua_agent.inference.vllm_server import SamplingParams
 
     client = OpenAIChatClient(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from cua_agent.actions import (
+from cua_agent.episode.actions import (
     Click,
     CoordinateMapping,
     Drag,
@@ -23,7 +23,7 @@ from cua_agent.actions import (
     format_tool_call,
     parse_action,
 )
-from cua_agent.prompting import (
+from cua_agent.episode.prompting import (
     Prompt,
     PromptBudgetError,
     Turn,

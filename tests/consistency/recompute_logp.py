@@ -34,9 +34,9 @@ def main(rows_path: str, model_dir: str, out_path: str) -> None:
     from areal.api.cli_args import MicroBatchSpec, PPOActorConfig
     from areal.engine.fsdp_engine import FSDPPPOActor
 
-    from cua_agent import trainer_patches
+    from cua_agent.train import patches as trainer_patches
 
-    trainer_patches.install("sdpa")  # as the trainer does (see cua_agent/trainer_patches.py)
+    trainer_patches.install("sdpa")  # as the trainer does (see cua_agent/train/patches.py)
 
     config = PPOActorConfig(
         experiment_name="consistency",

@@ -1,7 +1,7 @@
 """Consistency: on rows the workflow emitted against the real vLLM CPU server (real sandboxes, real
 screenshots, one- and two-image turns), AReaL's FSDP actor recomputes the logprobs before any update and
 they match the rows' server logprobs within 1e-3 (fp32). Measured: 9.5e-7 — with the fixes of
-cua_agent/trainer_patches.py; without them 5e-2 (packed micro-batches on sdpa) and 3e-3 (Qwen2.5-VL mRoPE)."""
+cua_agent/train/patches.py; without them 5e-2 (packed micro-batches on sdpa) and 3e-3 (Qwen2.5-VL mRoPE)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from cua_agent.inference.local_server import MODELS
-from cua_agent.workflow import CUAWorkflow
+from cua_agent.rollout.workflow import CUAWorkflow
 from tests.agent.test_workflow_rows import config
 
 pytestmark = pytest.mark.slow

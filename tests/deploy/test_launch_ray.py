@@ -1,4 +1,4 @@
-"""cua_agent.launch_ray without a cluster: what it refuses before starting anything (naming the field),
+"""cua_agent.train.launch_ray without a cluster: what it refuses before starting anything (naming the field),
 how it counts room for the trainer bundles in `ray.nodes()`, and its wait: a finished rank is done, a
 failed rank still stops the job (AReaL's recovery path). The launcher on a real two-node cluster:
 test_ray_launcher.py."""
@@ -14,7 +14,7 @@ from areal.infra.launcher import ray as areal_ray
 from areal.infra.utils.launcher import JobException, JobState
 
 from cua_agent.inference.local_server import REPO
-from cua_agent.launch_ray import GIB, CompletingRayLauncher, RayLaunchError, check_capacity, check_config
+from cua_agent.train.launch_ray import GIB, CompletingRayLauncher, RayLaunchError, check_capacity, check_config
 
 CPU_RUN = [
     "allocation_mode=fsdp:d2",

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.local_server import REPO
-from cua_agent.launch_ray import GIB, RayLaunchError, check_capacity, check_config
+from cua_agent.train.launch_ray import GIB, RayLaunchError, check_capacity, check_config
 from tests.deploy.test_launch_ray import launcher_config
 
 CONFIG = "configs/cua_grpo_multinode.yaml"

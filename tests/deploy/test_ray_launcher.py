@@ -1,5 +1,5 @@
 """Multi-node through AReaL's Ray launcher: a head and a worker node (`ray start` on this machine, one
-logical GPU each), `python -m cua_agent.launch_ray train_areal.py --config configs/local_cpu.yaml` runs one
+logical GPU each), `python -m cua_agent.train.launch_ray train_areal.py --config configs/local_cpu.yaml` runs one
 GRPO step with FSDP d2 — one trainer rank per node, rendezvous across the nodes — against the shared vLLM
 CPU server and real sandboxes. The launcher exits 0, the new weights reach the server, and nothing is left:
 no process in the launcher's or the nodes' sessions once the nodes are stopped, no sandbox of the ranks."""
@@ -75,7 +75,7 @@ def test_one_step_on_two_ray_nodes(vllm_servers, tmp_path: Path):
         cmd = [
             sys.executable,
             "-m",
-            "cua_agent.launch_ray",
+            "cua_agent.train.launch_ray",
             "train_areal.py",
             "--config",
             "configs/local_cpu.yaml",

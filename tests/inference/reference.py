@@ -11,7 +11,7 @@ import torch
 from PIL import Image, ImageDraw
 from transformers import AutoModelForImageTextToText
 
-from cua_agent import trainer_patches
+from cua_agent.train import patches as trainer_patches
 from cua_agent.inference.processing import load_processor
 
 

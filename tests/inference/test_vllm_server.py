@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.checkpoints import ties_embeddings
+from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.errors import WeightUpdateError
 from cua_agent.inference.local_server import MODELS, VLLMProcess, free_port, vllm_python
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session

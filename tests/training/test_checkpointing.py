@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from cua_agent.checkpointing import (
+from cua_agent.train.checkpointing import (
     CheckpointError,
     CheckpointStore,
     differences,

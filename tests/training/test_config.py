@@ -45,7 +45,7 @@ def test_defaults_and_overrides(tmp_path):
     assert cfg.agent.group_size == 8 and cfg.agent.min_group_size == 2
     assert cfg.inference.addresses == ["10.0.0.1:8000", "10.0.0.2:8000"]
     assert cfg.tasks.task_ids == ["miniwob/click-button"]
-    assert cfg.sandbox.backend == "docker" and cfg.workflow == "cua_agent.workflow.CUAWorkflow"
+    assert cfg.sandbox.backend == "docker" and cfg.workflow == "cua_agent.rollout.workflow.CUAWorkflow"
     assert cfg.inference.tied_embeddings is None
     # every AReaL section writes under the experiment directory
     for section in (cfg.saver, cfg.recover, cfg.stats_logger, cfg.evaluator, cfg.rollout):

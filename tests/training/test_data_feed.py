@@ -10,7 +10,7 @@ from areal.api.cli_args import TrainDatasetConfig
 from areal.utils.data import cycle_dataloader
 from areal.utils.dataloader import create_dataloader
 
-from cua_agent.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
 
 ROWS = [{"task_id": f"t{i}", "seed": i} for i in range(10)]
 

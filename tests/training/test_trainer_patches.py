@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from cua_agent.trainer_patches import segmented_sdpa as _segmented_sdpa
+from cua_agent.train.patches import segmented_sdpa as _segmented_sdpa
 
 
 class _Causal(torch.nn.Module):
@@ -36,7 +36,7 @@ def test_qwen2_5_vl_image_positions_follow_the_original_mrope():
     transformers 5.3 gives t = start * interval (tokens_per_second * second_per_grid)."""
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
 
-    from cua_agent import trainer_patches
+    from cua_agent.train import patches as trainer_patches
 
     trainer_patches.install("sdpa")
     pos = Qwen2_5_VLModel.get_vision_position_ids(None, 9, torch.tensor([1, 4, 6]), 1, 2, 4)

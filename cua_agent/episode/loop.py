@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_agent.actions import Action as AgentAction
-from cua_agent.actions import (
+from cua_agent.episode.actions import Action as AgentAction
+from cua_agent.episode.actions import (
     CoordinateMapping,
     Done,
     Drag,
@@ -24,9 +24,9 @@ from cua_agent.actions import (
     Scroll,
     parse_action,
 )
-from cua_agent.client import CallRecord, ChatClient
+from cua_agent.episode.chat import CallRecord, ChatClient
 from cua_agent.inference.errors import InferenceServerError
-from cua_agent.prompting import PromptBudgetError, Turn, build_messages
+from cua_agent.episode.prompting import PromptBudgetError, Turn, build_messages
 from sandbox.base import Sandbox
 from sandbox.errors import SandboxError, SandboxRequestError
 

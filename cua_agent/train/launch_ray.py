@@ -1,6 +1,6 @@
 """AReaL's Ray launcher for `train_areal.py`, with what AReaL 1.0.4's needs to run this stack.
 
-    python -m cua_agent.launch_ray train_areal.py --config configs/cua_grpo_multinode.yaml [key=value ...]
+    python -m cua_agent.train.launch_ray train_areal.py --config configs/cua_grpo_multinode.yaml [key=value ...]
 
 Same command line and behaviour as AReaL's `python -m areal.infra.launcher.ray` (the older guides'
 `areal.launcher.ray` no longer exists in 1.0.4): it joins the running Ray cluster (`ray start` beforehand;
@@ -121,7 +121,7 @@ def _enter(directory: str) -> Callable[[], None]:
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or not argv[0].endswith(".py"):
         raise SystemExit(
-            "usage: python -m cua_agent.launch_ray train_areal.py --config CONFIG [key=value ...]"
+            "usage: python -m cua_agent.train.launch_ray train_areal.py --config CONFIG [key=value ...]"
         )
     config, _ = parse_cli_args(argv)
     check_config(config)

@@ -11,7 +11,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from cua_agent.inference.checkpoints import (
+from cua_agent.inference.tied_head import (
     HEAD_FILE,
     HEAD_KEY,
     INDEX_FILE,

@@ -45,8 +45,8 @@ from areal.utils.environ import is_single_controller
 from areal.utils.saver import Saver
 from areal.utils.stats_logger import StatsLogger
 
-from cua_agent import trainer_patches
-from cua_agent.checkpointing import (
+from cua_agent.train import patches as trainer_patches
+from cua_agent.train.checkpointing import (
     CheckpointError,
     CheckpointStore,
     RecoverCheckpoints,
@@ -56,11 +56,11 @@ from cua_agent.checkpointing import (
     resolve_resume,
 )
 from cua_agent.config import CUAGRPOConfig
-from cua_agent.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
 from cua_agent.settings import Settings
-from cua_agent.stopping import RunAborted, StopTraining
+from cua_agent.train.stopping import RunAborted, StopTraining
 
 logger = logging.getLogger("CUATrainer")
 
@@ -271,7 +271,7 @@ class CUATrainer(PPOTrainer):
 
 # ---- the job ---------------------------------------------------------------------------------------------
 def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
-    """Train `config`. Without `train_dataset`, rows come from `cua_agent.tasks.load_task_rows`."""
+    """Train `config`. Without `train_dataset`, rows come from `cua_agent.train.dataset.load_task_rows`."""
     settings = Settings()  # secrets and endpoints: environment, else .env
     settings.export()
     os.environ["AREAL_SPMD_MODE"] = "1"
@@ -305,7 +305,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         logger.info(f"vLLM servers: {addresses}; outputs under {exp_dir}")
 
         if train_dataset is None:
-            from cua_agent.tasks import load_task_rows
+            from cua_agent.train.dataset import load_task_rows
 
             train_dataset = load_task_rows(
                 config.tasks.train_path, config.tasks.train_split, list(config.tasks.task_ids)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cua_agent.actions import MAX_SCROLL, MAX_WAIT_S, Action, CoordinateMapping, to_arguments
+from cua_agent.episode.actions import MAX_SCROLL, MAX_WAIT_S, Action, CoordinateMapping, to_arguments
 
 NOTE_CHARS = 200  # a result note longer than this is cut: notes are for the model, not for debugging
 

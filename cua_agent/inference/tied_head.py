@@ -10,7 +10,7 @@ embeddings (`prepare_serving_copy`: symlinked shards + `lm_head.safetensors` + a
 give every weight-sync checkpoint the explicit head (`write_explicit_head`). The reload then loads and
 processes the head like any other weight. Mathematically the served model is the tied model.
 
-    python -m cua_agent.inference.checkpoints serving-copy SRC DST   # prints the directory to serve
+    python -m cua_agent.inference.tied_head serving-copy SRC DST   # prints the directory to serve
 """
 
 from __future__ import annotations
