@@ -25,7 +25,7 @@ import sys
 from areal.api.cli_args import load_expr_config
 
 from cua_agent.config import CUAGRPOConfig
-from cua_agent.train.trainer import run
+from cua_agent.train.job import run
 
 
 def resume_overrides(argv: list[str]) -> list[str]:

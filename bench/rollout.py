@@ -21,7 +21,7 @@ model server in bench/inference.py; here their speed would hide the machinery's)
 - vLLM server → a local HTTP stub answering GET /health and POST /resume: all the engine's `initialize`
   asks (it health-checks servers, and resumes any a killed trainer left paused); no other request is
   sent to it because the stand-in chat client does not call the engine.
-Not in the loop: the tokenizer's prompt-token count (`count_tokens`) and ModelView.row (image processor),
+Not in the loop: the tokenizer's prompt-token count (`count_tokens`) and RowBuilder.row (image processor),
 both CPU work that the real CUAWorkflow does in the rollout thread.
 
 Episode latency = 3 env calls (reset, first screenshot, evaluate) + turns x (model call + step). AReaL's
@@ -59,8 +59,8 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cua_agent.episode.actions import Click, CoordinateMapping, format_tool_call
-from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.chat import ChatReply
+from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.inference.engine import StockVLLMEngine
 from sandbox.base import Sandbox
 

@@ -25,8 +25,8 @@ from cua_agent.episode.actions import (
     parse_action,
 )
 from cua_agent.episode.chat import CallRecord, ChatClient
-from cua_agent.inference.errors import InferenceServerError
 from cua_agent.episode.prompting import PromptBudgetError, Turn, build_messages
+from cua_agent.inference.errors import InferenceServerError
 from sandbox.base import Sandbox
 from sandbox.errors import SandboxError, SandboxRequestError
 

@@ -13,15 +13,13 @@ discovery) and replaces what touches the server:
 - a server that stops answering (restart, crash, hang) is waited for, bounded by `recovery_timeout_s`;
   when it answers again its served version is checked and, if it lost our weights (a restarted server
   serves the base model), the current weights are pushed again before it generates;
-- `prepare_batch` tells the `TaskFeed` which rows a batch trained on (resume without skipping rows).
+Training bookkeeping around it (which rows a batch trained on, stop signals) is `train/rollouts.py`.
 """
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import shutil
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +27,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from areal.api import ModelRequest, ModelResponse, ParamSpec, WeightUpdateMeta
 from areal.api.cli_args import InferenceEngineConfig
 from areal.api.io_struct import HttpRequest, WeightUpdateRequests
@@ -37,9 +34,6 @@ from areal.engine.vllm_remote import VLLMBackend
 from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
 from areal.utils import logging, name_resolve, names, stats_tracker
-
-from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
-from cua_agent.train.stopping import RunAborted, StopTraining
 
 from .errors import ServerUnavailableError
 from .http import RetryPolicy
@@ -117,11 +111,6 @@ class StockVLLMEngine(RemoteInfEngine):
         self._current_weights: tuple[str, int] | None = None
         self._weights_lock = threading.Lock()  # a re-push and a trainer update never interleave
         self._recovering: dict[str, asyncio.Task[None]] = {}
-        self.feed: TaskFeed | None = None
-        self.waiting_for_batch = False  # the trainer is blocked in prepare_batch (a stop may abandon it)
-        self.stop_requested: int | None = None  # the signal of a requested stop: no further batch starts
-        self.fatal: RunAborted | None = None  # set from the rollout thread; raised in the main thread
-        self.last_trained_rows: list[dict[str, Any]] = []
         self.counters = {"server_errors": 0, "server_recoveries": 0, "weight_repushes": 0, "stale_servers": 0}
 
     def initialize(self, *args: Any, **kwargs: Any) -> Any:
@@ -168,36 +157,6 @@ class StockVLLMEngine(RemoteInfEngine):
         if self._current_weights is not None:  # training is over: nothing left to re-push
             shutil.rmtree(self._current_weights[0], ignore_errors=True)
             self._current_weights = None
-
-    # ---- data -------------------------------------------------------------------------------------------
-    def prepare_batch(
-        self, dataloader: Any, workflow: Any, *args: Any, **kwargs: Any
-    ) -> list[dict[str, Any]]:
-        """AReaL's prepare_batch; then report the batch's rows to the TaskFeed as trained."""
-        if isinstance(dataloader, TaskFeed):
-            self.feed = dataloader
-        if self.stop_requested is not None:
-            raise StopTraining(self.stop_requested)
-        self.waiting_for_batch = True
-        try:
-            batch = super().prepare_batch(dataloader, workflow, *args, **kwargs)
-        finally:
-            self.waiting_for_batch = False
-        draws = sorted({int(d) for traj in batch for d in traj.pop(DRAW_KEY, torch.empty(0)).tolist()})
-        self.last_trained_rows = self.feed.done(draws) if self.feed is not None else []
-        return batch
-
-    def abort_run(self, reason: str) -> None:
-        """From the rollout thread: make the trainer's main thread (blocked in prepare_batch) raise
-        RunAborted, through the SIGINT handler the trainer installed (`_StopSignals`)."""
-        if self.fatal is None:
-            self.fatal = RunAborted(reason)
-            _thread.interrupt_main(signal.SIGINT)
-
-    def drop_row(self, row: dict[str, Any]) -> None:
-        """The workflow rejected this row's group: it will not be trained on, and must not be replayed."""
-        if self.feed is not None and DRAW_KEY in row:
-            self.feed.done([row[DRAW_KEY]])
 
     def server(self, address: str) -> VLLMServer:
         if address not in self._servers:

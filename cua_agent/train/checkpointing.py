@@ -70,23 +70,15 @@ def model_shape(model_path: str) -> dict[str, Any]:
     return shape
 
 
-def fingerprint(
-    *,
-    model_path: str,
-    actor_backend: str,
-    world_size: int,
-    batch_size: int,
-    lr_type: str,
-    steps_per_epoch: int | None = None,
-) -> dict[str, Any]:
+def fingerprint(config: Any, world_size: int, steps_per_epoch: int | None = None) -> dict[str, Any]:
     """What must match between the run that saved a checkpoint and the run that loads it. Without
     `steps_per_epoch` (not known before the data is loaded), the part that can be checked at start-up."""
     out = {
-        "model": model_shape(model_path),
-        "actor.backend": actor_backend,
+        "model": model_shape(config.actor.path),
+        "actor.backend": config.actor.backend,
         "world_size": world_size,
-        "train_dataset.batch_size": batch_size,
-        "actor.optimizer.lr_scheduler_type": lr_type,
+        "train_dataset.batch_size": config.train_dataset.batch_size,
+        "actor.optimizer.lr_scheduler_type": config.actor.optimizer.lr_scheduler_type,
     }
     if steps_per_epoch is not None:
         out["steps_per_epoch"] = steps_per_epoch
@@ -102,6 +94,24 @@ def differences(saved: dict[str, Any], now: dict[str, Any], prefix: str = "") ->
         elif a != b:
             out.append(f"{prefix}{key}: checkpoint has {a!r}, this run has {b!r}")
     return out
+
+
+def check_fits(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of the checkpoint at `path` if it is complete and fits a run with this fingerprint
+    (only the keys of `expected` are compared: at start-up some are not known yet); else CheckpointError
+    naming every difference."""
+    manifest = read_manifest(path)
+    saved = {k: v for k, v in manifest.get("compat", {}).items() if k in expected}
+    diff = differences(saved, expected)
+    if diff:
+        raise CheckpointError(f"checkpoint {path} does not fit this run: " + "; ".join(diff))
+    return manifest
+
+
+def recover_root(config: Any) -> Path:
+    """Where a trial's recover checkpoints live: <save root>/recover (see the module docstring)."""
+    rc = config.recover
+    return Path(Saver.get_save_root(rc.experiment_name, rc.trial_name, rc.fileroot)) / "recover"
 
 
 # ---- committed checkpoints on disk ----------------------------------------------------------------------
@@ -280,9 +290,7 @@ class RecoverCheckpoints:
         self.config = config
         rc = config.recover
         self.enabled = rc.mode not in ("disabled", "off")
-        self.store = CheckpointStore(
-            Path(Saver.get_save_root(rc.experiment_name, rc.trial_name, rc.fileroot)) / "recover"
-        )
+        self.store = CheckpointStore(recover_root(config))
         self.ft_spec = ft_spec
         self.expected = expected
         self.freq_ctl = timeutil.EpochStepTimeFreqCtl(
@@ -345,7 +353,7 @@ class RecoverCheckpoints:
 
     def load(self, path: Path, actor: Any, saver: Any, evaluator: Any, stats: Any, data: Any) -> RecoverInfo:
         """Restore everything but the inference servers' weights (the trainer pushes those next)."""
-        manifest = self.check(path)
+        manifest = check_fits(path, self.expected)
         rank = dist.get_rank() if dist.is_initialized() else 0
         try:
             info = RecoverInfo.load(str(path / "recover_info"))
@@ -364,14 +372,6 @@ class RecoverCheckpoints:
             raise CheckpointError(f"loading checkpoint {path} failed: {type(exc).__name__}: {exc}") from exc
         self.last_saved_step = int(manifest["global_step"])
         return info
-
-    def check(self, path: Path) -> dict[str, Any]:
-        """The manifest, if the checkpoint is complete and fits this run; else CheckpointError naming why."""
-        manifest = read_manifest(path)
-        diff = differences(manifest.get("compat", {}), self.expected)
-        if diff:
-            raise CheckpointError(f"checkpoint {path} does not fit this run: " + "; ".join(diff))
-        return manifest
 
 
 def _dcp(path: Path, *, with_optim: bool) -> SaveLoadMeta:

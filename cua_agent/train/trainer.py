@@ -1,35 +1,21 @@
 """AReaL's PPOTrainer against stock vLLM servers, in AReaL's SPMD mode (one process per FSDP rank).
 
 `CUATrainer` keeps `PPOTrainer.train` and changes what it calls:
-- the rollout engine is our `StockVLLMEngine` (AReaL's `_init_rollout` builds `RemotevLLMEngine`, which
-  needs AReaL's patched vLLM server);
+- the rollout engine is our `TrainingEngine` (a `StockVLLMEngine`; AReaL's `_init_rollout` builds
+  `RemotevLLMEngine`, which needs AReaL's patched vLLM server), and the workflow is submitted wrapped in
+  `TrackedWorkflow` (train/rollouts.py);
 - the train dataloader is wrapped in a `TaskFeed` (rows in flight at a checkpoint are replayed on resume);
 - recover checkpoints are `RecoverCheckpoints` (atomic, checked, with LR scheduler and RNG; AReaL's own
   recover is switched off inside PPOTrainer);
 - each step's stats get the run's fault counters, and a line in steps.jsonl;
-- SIGINT/SIGTERM stop the run at a consistent point (see `_on_stop_signal`).
-`run(config)` is the whole training job: process environment, output layout, inference servers, dataset,
-workflow, train.
-
-Output layout (cluster.fileroot = outputs/<experiment>):
-    logs/training.log, logs/merged.log      this process's log (AReaL's loggers)
-    logs/<user>/<experiment>/<trial>/       AReaL's stats logs: config.yaml, wandb/, swanlab; steps.jsonl
-    logs/tensorboard/                        tensorboard (stats_logger.tensorboard.path)
-    checkpoints/<user>/<experiment>/<trial>/default/
-        weight_update_v<N>/                  HF weights of the served version (for reloads and re-pushes)
-        epoch…globalstep…/                   saver (HF) checkpoints
-    checkpoints/<user>/<experiment>/<trial>/recover/globalstep<k>/   recover checkpoints (checkpointing.py)
-    name_resolve/                            AReaL's name_resolve records of this experiment
+- a stop signal ends the run at a consistent point (`request_stop`; the handler is in train/job.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import shutil
 import signal
-import threading
 import time
 from copy import deepcopy
 from pathlib import Path
@@ -39,36 +25,22 @@ import torch.distributed as dist
 from areal import PPOTrainer
 from areal.api import StepInfo
 from areal.api.cli_args import InferenceEngineConfig
-from areal.utils import logging, name_resolve, names
-from areal.utils.dynamic_import import import_from_string
+from areal.utils import logging
 from areal.utils.environ import is_single_controller
-from areal.utils.saver import Saver
 from areal.utils.stats_logger import StatsLogger
 
-from cua_agent.train import patches as trainer_patches
-from cua_agent.train.checkpointing import (
-    CheckpointError,
-    CheckpointStore,
-    RecoverCheckpoints,
-    differences,
-    fingerprint,
-    read_manifest,
-    resolve_resume,
-)
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.train import patches as trainer_patches
+from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
-from cua_agent.inference.engine import StockVLLMEngine
-from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
-from cua_agent.settings import Settings
-from cua_agent.train.stopping import RunAborted, StopTraining
+from cua_agent.train.rollouts import TrackedWorkflow, TrainingEngine
+from cua_agent.train.stopping import StopTraining
 
 logger = logging.getLogger("CUATrainer")
 
-LOCAL_SERVER_TIMEOUT_S = float(os.environ.get("CUA_VLLM_START_TIMEOUT", "600"))
-
 
 class CUATrainer(PPOTrainer):
-    """PPOTrainer whose rollout engine is `StockVLLMEngine` on the given server addresses."""
+    """PPOTrainer whose rollout engine is a `TrainingEngine` on the given server addresses."""
 
     def __init__(
         self,
@@ -96,14 +68,7 @@ class CUATrainer(PPOTrainer):
         self.checkpoints = RecoverCheckpoints(
             config,
             self.recover_handler.ft_spec,
-            fingerprint(
-                model_path=config.actor.path,
-                actor_backend=config.actor.backend,
-                world_size=self.actor.data_parallel_world_size,
-                batch_size=config.train_dataset.batch_size,
-                steps_per_epoch=len(self.train_dataloader),
-                lr_type=config.actor.optimizer.lr_scheduler_type,
-            ),
+            fingerprint(config, self.actor.data_parallel_world_size, len(self.train_dataloader)),
         )
         if resume_from is not None:
             self.recover_info = self._resume(resume_from)
@@ -243,12 +208,17 @@ class CUATrainer(PPOTrainer):
             step, self.actor, self.saver, self.evaluator, self.stats_logger, self.train_dataloader
         )
 
+    def train(self, workflow: Any = None, *args: Any, **kwargs: Any) -> None:
+        """PPOTrainer.train with the workflow wrapped for the run's bookkeeping (train/rollouts.py)."""
+        tracked = TrackedWorkflow(workflow, self.rollout, self.config.agent.max_rejected_in_a_row)
+        super().train(tracked, *args, **kwargs)
+
     def _init_rollout(
         self,
         rollout_config: InferenceEngineConfig,
         is_eval: bool = False,
         lora_path: str | None = None,
-    ) -> StockVLLMEngine | None:
+    ) -> TrainingEngine | None:
         if is_single_controller():
             raise RuntimeError("CUATrainer runs in AReaL's SPMD mode: set AREAL_SPMD_MODE=1 (run() does)")
         if lora_path is not None:
@@ -258,7 +228,7 @@ class CUATrainer(PPOTrainer):
         config = deepcopy(rollout_config)
         if is_eval:
             config.max_head_offpolicyness = int(1e12)  # as AReaL: no staleness control in evaluation
-        engine = StockVLLMEngine(
+        engine = TrainingEngine(
             config,
             tied_embeddings=self.config.inference.tied_embeddings,
             recovery_timeout_s=self.config.inference.recovery_timeout_s,
@@ -267,213 +237,6 @@ class CUATrainer(PPOTrainer):
             addr=self.server_addresses, train_data_parallel_size=self.actor_alloc.parallel.dp_size
         )
         return engine
-
-
-# ---- the job ---------------------------------------------------------------------------------------------
-def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
-    """Train `config`. Without `train_dataset`, rows come from `cua_agent.train.dataset.load_task_rows`."""
-    settings = Settings()  # secrets and endpoints: environment, else .env
-    settings.export()
-    os.environ["AREAL_SPMD_MODE"] = "1"
-    _single_process_dist_env()
-    rank = int(os.environ["RANK"])
-    _absolute_paths(config)
-    exp_dir = Path(config.cluster.fileroot)
-    log_dir = exp_dir / "logs"
-    logging.setup_file_logging(str(log_dir), filename="training.log" if rank == 0 else f"training-{rank}.log")
-    _stats_backends(config)
-    resume_from = _resume_point(config, rank)  # checked before anything slow starts
-    _clear_name_resolve(config, rank)
-    signals = _StopSignals()
-    signals.install()
-
-    server: VLLMProcess | None = None
-    try:
-        addresses = list(config.inference.addresses) or settings.server_addresses
-        if not addresses:
-            if not config.inference.launch_local:
-                raise ValueError(
-                    "no vLLM server: set inference.addresses, env AREAL_LLM_SERVER_ADDRS, "
-                    "or inference.launch_local=true"
-                )
-            if int(os.environ["WORLD_SIZE"]) > 1:
-                raise ValueError("inference.launch_local runs single-process only; start servers yourself")
-            server = start_vllm(Path(config.actor.path), log_dir)
-            logger.info(f"Starting a local vLLM server on {config.actor.path} (log: {server.log_path})")
-            server.wait_healthy(LOCAL_SERVER_TIMEOUT_S)
-            addresses = [server.address]
-        logger.info(f"vLLM servers: {addresses}; outputs under {exp_dir}")
-
-        if train_dataset is None:
-            from cua_agent.train.dataset import load_task_rows
-
-            train_dataset = load_task_rows(
-                config.tasks.train_path, config.tasks.train_split, list(config.tasks.task_ids)
-            )
-        workflow_cls = import_from_string(config.workflow)
-        workflow = workflow_cls(config=config)
-        if hasattr(workflow, "preflight"):
-            workflow.preflight()
-        stopped: StopTraining | None = None
-        aborted: RunAborted | None = None
-        with CUATrainer(
-            config, train_dataset, server_addresses=addresses, workflow=workflow, resume_from=resume_from
-        ) as trainer:
-            signals.trainer = trainer
-            try:
-                trainer.train(workflow=workflow, workflow_kwargs=None)
-            except StopTraining as stop:
-                stopped = stop
-                _stop(trainer, str(stop), 128 + stop.signum, workflow)
-            except RunAborted as exc:
-                aborted = exc
-                logger.error(f"Training aborted: {exc}")
-                _stop(trainer, "aborted", 1, workflow)
-            finally:
-                signals.trainer = None
-        # After the trainer's exit closed the rollouts (and the sandbox pool):
-        if aborted is not None:
-            raise SystemExit(f"Training aborted: {aborted}")
-        if stopped is not None:
-            raise SystemExit(128 + stopped.signum)
-    except StopTraining as stop:  # before training began
-        logger.warning(f"Training {stop} during startup; nothing to save")
-        raise SystemExit(128 + stop.signum) from None
-    finally:
-        if server is not None:
-            server.stop()
-            logger.info("Local vLLM server stopped")
-
-
-def _stop(trainer: CUATrainer, why: str, exit_code: int, workflow: Any) -> None:
-    """After a stop signal: checkpoint if configured, then let the trainer's exit close the rollouts and
-    the sandbox pool, within checkpoint.stop_timeout_s (then this process removes its sandboxes and exits)."""
-    saved = None
-    try:
-        saved = trainer.save_on_stop()
-    except Exception as exc:  # a failed save must not hide the stop; the last committed checkpoint stands
-        logger.error(f"Checkpoint on stop failed: {exc}")
-    latest = trainer.checkpoints.store.latest()
-    done = trainer.last_finished.global_step + 1 if trainer.last_finished else 0
-    logger.warning(
-        f"Training {why} after {done} finished step(s)"
-        + (f"; saved {saved}" if saved else "")
-        + (f"; resume with --resume (latest checkpoint: {latest})" if latest else "; no checkpoint to resume")
-    )
-    timeout = trainer.config.checkpoint.stop_timeout_s
-
-    def force_exit() -> None:
-        logger.error(f"Shutdown took over {timeout:.0f}s (checkpoint.stop_timeout_s): abandoning episodes")
-        try:
-            if hasattr(workflow, "remove_own_sandboxes"):
-                workflow.remove_own_sandboxes()
-        finally:
-            os._exit(exit_code)
-
-    timer = threading.Timer(timeout, force_exit)
-    timer.daemon = True
-    timer.start()
-
-
-class _StopSignals:
-    """SIGINT/SIGTERM (Ctrl-C, docker stop, the launcher) → `CUATrainer.request_stop`; before the trainer
-    exists, stop at once. The handlers run in the main thread, where `train()` runs."""
-
-    def __init__(self) -> None:
-        self.trainer: CUATrainer | None = None
-
-    def install(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self)
-            signal.signal(signal.SIGINT, self)
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        if self.trainer is None:
-            raise StopTraining(signum)
-        if self.trainer.rollout.fatal is not None:  # the rollout thread gave up (StockVLLMEngine.abort_run)
-            raise self.trainer.rollout.fatal
-        self.trainer.request_stop(signum)
-
-
-def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:
-    """The checkpoint to resume from (config.checkpoint.resume_from / recover.mode), checked against this
-    run's config, or None. Leftovers of a killed run (partial saves, weight copies) are removed."""
-    rc = config.recover
-    save_root = Path(Saver.get_save_root(rc.experiment_name, rc.trial_name, rc.fileroot))
-    store = CheckpointStore(save_root / "recover")
-    if rank == 0:
-        store.remove_staging()
-        for stale in save_root.glob("*/weight_update_v*"):
-            shutil.rmtree(stale, ignore_errors=True)
-    path = resolve_resume(config.checkpoint.resume_from, rc.mode, store)
-    if path is None:
-        if config.checkpoint.resume_from is None and store.latest() is None and rc.mode != "disabled":
-            logger.info(f"Fresh start; checkpoints go to {store.root}")
-        return None
-    manifest = read_manifest(path)
-    # What can be checked before the model and data are loaded (the rest is checked at load).
-    now = fingerprint(
-        model_path=config.actor.path,
-        actor_backend=config.actor.backend,
-        world_size=int(os.environ["WORLD_SIZE"]),
-        batch_size=config.train_dataset.batch_size,
-        lr_type=config.actor.optimizer.lr_scheduler_type,
-    )
-    saved = {k: v for k, v in manifest.get("compat", {}).items() if k in now}
-    diff = differences(saved, now)
-    if diff:
-        raise CheckpointError(f"checkpoint {path} does not fit this run: " + "; ".join(diff))
-    step = int(manifest["global_step"])
-    if rank == 0 and path.parent == store.root:
-        newer = store.supersede_after(step)
-        if newer:
-            logger.warning(
-                f"Resuming from step {step + 1}: set aside newer checkpoints {[str(d) for d in newer]}"
-            )
-    logger.info(f"Resuming from {path} (step {step + 1} finished)")
-    return path
-
-
-def _single_process_dist_env() -> None:
-    """torchrun sets these; a plain `python train_areal.py` is one rank."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(free_port()))
-
-
-def _absolute_paths(config: CUAGRPOConfig) -> None:
-    """Every section's fileroot (and the name_resolve root) absolute: the vLLM server reads weight-sync
-    checkpoints from these paths, and it does not share our working directory."""
-    for f in dataclasses.fields(config):
-        section = getattr(config, f.name)
-        root = getattr(section, "fileroot", None)
-        if isinstance(root, str) and root:
-            section.fileroot = os.path.abspath(root)
-    config.cluster.fileroot = os.path.abspath(config.cluster.fileroot)
-    nr = config.cluster.name_resolve
-    nr.nfs_record_root = os.path.abspath(nr.nfs_record_root)
-    if config.stats_logger.tensorboard.path:
-        config.stats_logger.tensorboard.path = os.path.abspath(config.stats_logger.tensorboard.path)
-
-
-def _stats_backends(config: CUAGRPOConfig) -> None:
-    """wandb offline unless an API key is set. AReaL calls wandb.login() whenever wandb is not disabled,
-    which fails without a key unless WANDB_MODE=offline is in the environment."""
-    wandb = config.stats_logger.wandb
-    if wandb.mode in ("online", "offline"):
-        wandb.mode = "online" if os.environ.get("WANDB_API_KEY") or wandb.wandb_api_key else "offline"
-    if wandb.mode == "offline":
-        os.environ["WANDB_MODE"] = "offline"
-
-
-def _clear_name_resolve(config: CUAGRPOConfig, rank: int) -> None:
-    """A previous run of the same trial leaves records behind, e.g. the "weights saved" signal of each
-    version, which would let the next run's engine load a checkpoint before it is written."""
-    name_resolve.reconfigure(config.cluster.name_resolve)
-    if rank == 0:
-        name_resolve.clear_subtree(names.trial_root(config.experiment_name, config.trial_name))
 
 
 def _agree(decision: bool, actor: Any) -> bool:

@@ -16,11 +16,12 @@ import pytest
 from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.episode.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
-from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.chat import ChatReply
+from cua_agent.episode.loop import EpisodeConfig, run_episode
+from cua_agent.episode.model_view import ModelView
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
-from cua_agent.rollout.workflow import CUAWorkflow, ModelView
+from cua_agent.rollout.workflow import CUAWorkflow
 from sandbox.backends import make_backend
 from sandbox.base import SandboxSpec
 from sandbox.oracle import Ctx
@@ -139,7 +140,7 @@ async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path:
             [{"task_id": "miniwob/click-test", "seed": 5, "max_turns": 2}], workflow=wf
         )
     finally:
-        run_id = wf._pool.backend.run_id if wf._pool else None
+        run_id = wf.sandboxes._pool.backend.run_id if wf.sandboxes._pool else None
         await wf.close()
     check_trajectory_format(batch)
     episodes = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]

@@ -12,9 +12,9 @@ import pytest
 import torch
 from areal.infra.workflow_executor import check_trajectory_format
 
-from cua_agent.episode.loop import Episode, TurnRecord
-from cua_agent.episode.chat import CallRecord
 from cua_agent.config import AgentConfig, SandboxConfig
+from cua_agent.episode.chat import CallRecord
+from cua_agent.episode.loop import Episode, TurnRecord
 from cua_agent.inference.local_server import MODELS
 from cua_agent.rollout.rewards import normalise_group
 from cua_agent.rollout.workflow import CUAWorkflow
@@ -145,7 +145,7 @@ def test_group_with_too_many_infra_failures_is_rejected_not_zero(workflow_factor
     ]
     assert wf.group_to_batch(eps, {"task_id": "miniwob/click-test", "seed": 8}) is None
     assert wf.stats["groups_rejected"] == 1 and wf.stats["infra_failures"] == 2
-    lines = [json.loads(x) for x in Path(wf.rollouts_path).read_text().splitlines()]
+    lines = [json.loads(x) for x in Path(wf.recorder.path).read_text().splitlines()]
     assert [r["status"] for r in lines] == ["max_turns", "infra_error", "infra_error"]
     assert all(r["advantage"] is None for r in lines)  # nobody was trained on
 
@@ -167,11 +167,11 @@ def test_rollouts_jsonl_and_screenshots(workflow_factory):
     wf = workflow_factory()
     eps = [episode(wf, 2, 1.0, seed=12), episode(wf, 1, 0.0, seed=13)]
     wf.group_to_batch(eps, {"task_id": "t", "seed": 0})
-    rec = [json.loads(x) for x in Path(wf.rollouts_path).read_text().splitlines()][-2:]
+    rec = [json.loads(x) for x in Path(wf.recorder.path).read_text().splitlines()][-2:]
     assert rec[0]["task_reward"] == 1.0 and rec[0]["advantage"] > 0 > rec[1]["advantage"]
     assert [len(r["turns"]) for r in rec] == [2, 1]
     assert rec[0]["turns"][1]["images"] == 2 and rec[0]["turns"][1]["version"] == 3
-    shots = sorted((Path(wf.rollouts_path).parent / "screenshots").rglob("*.png"))
+    shots = sorted((Path(wf.recorder.path).parent / "screenshots").rglob("*.png"))
     assert len(shots) >= 3
 
 

@@ -1,0 +1,81 @@
+"""rollouts.jsonl: one line per episode (what the model said, what ran, the reward and the advantage its
+group gave it), and optionally the screenshot each turn ended on."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cua_agent.episode.loop import Episode
+
+
+class RolloutRecorder:
+    def __init__(self, path: Path, screenshots: bool = False):
+        self.path = path
+        self.screenshots_dir = path.parent / "screenshots" if screenshots else None
+        self._lock = threading.Lock()  # groups finish concurrently
+
+    @classmethod
+    def for_run(cls, config: Any) -> RolloutRecorder | None:
+        """outputs/<experiment>/<agent.rollouts_file>, one file per rank (appends from several hosts to one
+        file are not atomic on NFS); None when the run records nothing."""
+        agent = config.agent
+        if getattr(config, "cluster", None) is None or not agent.rollouts_file:
+            return None
+        path = Path(config.cluster.fileroot) / agent.rollouts_file
+        rank = int(os.environ.get("RANK", "0"))
+        if rank > 0:
+            path = path.with_name(f"{path.stem}-rank{rank}{path.suffix}")
+        return cls(path, agent.save_screenshots)
+
+    def record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str | None) -> None:
+        """Append the group's episodes; `advantage_of` maps id(episode) to its advantage (trained ones)."""
+        lines = []
+        for ep in episodes:
+            episode_id = uuid.uuid4().hex[:12]
+            turns = []
+            for i, t in enumerate(ep.turns):
+                turn: dict[str, Any] = {
+                    "output": t.output,
+                    "action": t.action,
+                    "note": t.note,
+                    "model_s": round(t.model_s, 3),
+                    "env_s": round(t.env_s, 3),
+                }
+                if t.call is not None:
+                    turn |= {
+                        "prompt_tokens": len(t.call.prompt_token_ids),
+                        "output_tokens": len(t.call.output_token_ids),
+                        "version": t.call.version,
+                        "images": len(t.call.images),
+                        "attempts": t.call.attempts,
+                    }
+                    if self.screenshots_dir is not None and t.call.images:
+                        d = self.screenshots_dir / episode_id
+                        d.mkdir(parents=True, exist_ok=True)
+                        (d / f"turn{i:02d}.png").write_bytes(t.call.images[-1])
+                turns.append(turn)
+            record = {
+                "time": time.time(),
+                "group": group_id,
+                "episode": episode_id,
+                "task_id": ep.task_id,
+                "seed": ep.seed,
+                "instruction": ep.instruction,
+                "status": ep.status,
+                "error": ep.error,
+                "task_reward": ep.task_reward,
+                "format_failures": ep.format_failures,
+                "advantage": advantage_of.get(id(ep)),
+                "wall_s": round(ep.wall_s, 3),
+                "turns": turns,
+            }
+            lines.append(json.dumps(record, ensure_ascii=False))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock, open(self.path, "a") as f:
+            f.write("\n".join(lines) + "\n")

@@ -1,0 +1,71 @@
+"""The rollouts' sandboxes over a run: one pool, created in the event loop that runs the episodes (AReaL's
+rollout thread), a preflight that names an unreachable backend before anything slow starts, and a last
+resort that removes this process's boxes when an orderly shutdown did not finish."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from sandbox.backends import make_backend
+from sandbox.base import Backend, SandboxSpec
+from sandbox.errors import SandboxError
+from sandbox.pool import SandboxPool
+
+
+class RolloutSandboxes:
+    def __init__(self, config: Any):
+        """`config`: the run's `sandbox` section (SandboxConfig)."""
+        self.config = config
+        self.spec = SandboxSpec(backend=config.backend, image=config.image)
+        self._pool: SandboxPool | None = None
+        self._lock: asyncio.Lock | None = None
+
+    def _backend(self) -> Backend:
+        return make_backend(self.config.backend, docker_hosts=self.config.docker_hosts)
+
+    async def pool(self) -> SandboxPool:
+        """Created on first use, in the event loop that runs the episodes."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._pool is None:
+                cfg = self.config
+                self._pool = await SandboxPool(
+                    self._backend(),
+                    self.spec,
+                    max_size=cfg.max_concurrency,
+                    warm=cfg.warm,
+                    acquire_timeout=cfg.acquire_timeout_s,
+                ).start()
+        return self._pool
+
+    def preflight(self) -> None:
+        """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode
+        of the run would fail the same way."""
+        backend = self._backend()
+        try:
+            backend.list_boxes()
+        except Exception as exc:
+            raise SandboxError(
+                f"sandbox backend {self.config.backend!r} is unreachable ({type(exc).__name__}: {exc}); "
+                "for podman run `make setup`, or point DOCKER_HOST at a Docker engine"
+            ) from exc
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+
+    def remove_own(self) -> list[str]:
+        """Last resort at a forced exit: remove this process's boxes directly through the backend."""
+        backend = self._backend()
+        mine = [b["id"] for b in backend.list_boxes() if b["labels"].get("cua.owner_pid") == str(os.getpid())]
+        for box_id in mine:
+            backend.remove_sync(box_id)
+        return mine
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None

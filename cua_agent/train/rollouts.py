@@ -1,0 +1,96 @@
+"""The training run's hold on its rollouts: which rows a step trained on, stopping, and giving up.
+
+The inference engine only generates; the workflow only turns a row into a group's training rows (or None
+when the group is rejected). What a *run* needs on top lives here:
+- `TrainingEngine` (the rollout engine `CUATrainer` builds): tells the `TaskFeed` which rows each batch
+  trained on, refuses to start a batch after a stop signal, and carries an abort from the rollout thread
+  to the trainer's main thread;
+- `TrackedWorkflow` wraps the workflow: it stamps each row's draw number on its training rows, reports a
+  rejected group's row as done (never replayed), and aborts the run after `agent.max_rejected_in_a_row`
+  groups in a row were rejected (every episode lost to infrastructure: a dead server or sandbox engine).
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+from typing import Any
+
+import torch
+from areal.api.workflow_api import RolloutWorkflow
+
+from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.train.stopping import RunAborted, StopTraining
+
+
+class TrainingEngine(StockVLLMEngine):
+    """`StockVLLMEngine` with the run's bookkeeping around `prepare_batch`."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.feed: TaskFeed | None = None
+        self.waiting_for_batch = False  # the trainer is blocked in prepare_batch (a stop may abandon it)
+        self.stop_requested: int | None = None  # the signal of a requested stop: no further batch starts
+        self.fatal: RunAborted | None = None  # set from the rollout thread; raised in the main thread
+        self.last_trained_rows: list[dict[str, Any]] = []
+
+    def prepare_batch(
+        self, dataloader: Any, workflow: Any, *args: Any, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """AReaL's prepare_batch; then report the batch's rows to the TaskFeed as trained."""
+        if isinstance(dataloader, TaskFeed):
+            self.feed = dataloader
+        if self.stop_requested is not None:
+            raise StopTraining(self.stop_requested)
+        self.waiting_for_batch = True
+        try:
+            batch = super().prepare_batch(dataloader, workflow, *args, **kwargs)
+        finally:
+            self.waiting_for_batch = False
+        draws = sorted({int(d) for traj in batch for d in traj.pop(DRAW_KEY, torch.empty(0)).tolist()})
+        self.last_trained_rows = self.feed.done(draws) if self.feed is not None else []
+        return batch
+
+    def row_rejected(self, row: dict[str, Any]) -> None:
+        """The row's group was rejected: it will not be trained on, and must not be replayed."""
+        if self.feed is not None and DRAW_KEY in row:
+            self.feed.done([row[DRAW_KEY]])
+
+    def abort_run(self, reason: str) -> None:
+        """From the rollout thread: make the trainer's main thread (blocked in prepare_batch) raise
+        RunAborted, through the SIGINT handler the job installed (`job._StopSignals`)."""
+        if self.fatal is None:
+            self.fatal = RunAborted(reason)
+            _thread.interrupt_main(signal.SIGINT)
+
+
+class TrackedWorkflow(RolloutWorkflow):
+    """The workflow as the training run submits it (see the module docstring)."""
+
+    def __init__(self, workflow: RolloutWorkflow, engine: TrainingEngine, max_rejected_in_a_row: int):
+        self.workflow = workflow
+        self.engine = engine
+        self.max_rejected_in_a_row = max_rejected_in_a_row
+        self.rejected_in_a_row = 0
+
+    async def arun_episode(self, engine: Any, data: dict[str, Any]) -> dict[str, Any] | None:
+        batch = await self.workflow.arun_episode(engine, data)
+        if batch is not None:
+            self.rejected_in_a_row = 0
+            if DRAW_KEY in data:
+                batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
+            return batch
+        self.engine.row_rejected(data)
+        self.rejected_in_a_row += 1
+        if self.rejected_in_a_row >= self.max_rejected_in_a_row:
+            stats = getattr(self.workflow, "stats", {})
+            causes = ", ".join(
+                f"{k}={v}" for k, v in sorted(stats.items()) if k.startswith("infra_failures/")
+            )
+            self.engine.abort_run(
+                f"{self.rejected_in_a_row} groups in a row rejected (agent.max_rejected_in_a_row): every "
+                f"episode failed for infrastructure reasons; failures so far: {causes or 'none recorded'} "
+                "(each group's errors are in the log above)"
+            )
+        return None
