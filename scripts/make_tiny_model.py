@@ -194,7 +194,7 @@ def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=2,  # head_dim 32: vLLM's CPU attention crashes on 16 (DESIGN §5)
+        num_attention_heads=2,  # head_dim 32: vLLM's CPU attention crashes on 16 (docs/architecture.md, vLLM)
         num_key_value_heads=1,
         max_position_embeddings=16384,
         rope_theta=1000000.0,

@@ -13,7 +13,7 @@ py="$(vllm_python)"
 served_name="$model"
 model="$(serving_dir "$py" "$model")"
 
-# CPU settings measured on 2-core machines (DESIGN §5): no thread pinning, 1 GiB KV cache, fp32, eager,
+# CPU settings measured on 2-core machines (docs/architecture.md, vLLM): no thread pinning, 1 GiB KV cache, fp32, eager,
 # single-process executor. Dev mode exposes pause/resume, collective_rpc (weight reload) and cache resets.
 export VLLM_TARGET_DEVICE=cpu VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
   VLLM_SERVER_DEV_MODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1

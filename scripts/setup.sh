@@ -46,14 +46,14 @@ make_env() {
   mkdir -p "$(dirname "$dir")"
   "$PYTHON_BOOTSTRAP" -m venv "$dir"
   local pip=("$dir/bin/python" -m pip install --no-input --progress-bar off)
-  # torch first and by exact version: pip's configuration resolves it to the CPU build (DESIGN §4).
+  # torch first and by exact version: pip's configuration resolves it to the CPU build (docs/architecture.md, AReaL 1.0.4).
   "${pip[@]}" torch==2.13.0
   "$dir/bin/python" -c 'import torch,sys; sys.exit(0 if "+cpu" in torch.__version__ or not torch.cuda.is_available() else 1)' \
     || die "$name: torch is not a CPU build; check 'pip config list' (find-links to the CPU wheel)"
   "${pip[@]}" --no-deps -r "$REPO_ROOT/requirements/$name.txt"
   "post_$name" "$dir"
   # Expected `pip check` conflicts, all deliberate: trainer — areal's CUDA/agent-SDK dependencies are not
-  # installed (CPU), torch 2.13 is outside areal's declared range (DESIGN §4), litellm 1.83.7 pins
+  # installed (CPU), torch 2.13 is outside areal's declared range (docs/architecture.md, AReaL 1.0.4), litellm 1.83.7 pins
   # click==8.1.8 and python-dotenv==1.0.1 below what wandb and pydantic-settings declare (both work:
   # tests/unit/test_settings.py reads .env); vllm — torchaudio/torchcodec are removed on purpose.
   "$dir/bin/python" -m pip check >&2 || log "$name: pip check lists the deliberate conflicts documented in setup.sh"
@@ -75,7 +75,7 @@ post_trainer() {
 # No CPU torchvision exists on PyPI. Qwen-VL processors (transformers' fast image and video processors) need
 # only its pure-python transforms: install the wheel without deps, drop its CUDA-built native extensions
 # (they cannot load against CPU torch), and make the two fake-op registrations that assume those
-# extensions conditional on them (DESIGN §5).
+# extensions conditional on them (docs/architecture.md, vLLM).
 install_cpu_torchvision() {
   local dir="$1" site
   "$dir/bin/python" -m pip install --no-input -q --no-deps torchvision==0.28.0

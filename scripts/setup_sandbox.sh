@@ -2,7 +2,7 @@
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
 #   scripts/setup_sandbox.sh [packages] [podman] [service] [image] [venv]     (no argument: all steps)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
-# podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; DESIGN §6)
+# podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers)
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
 # venv:     the host venv of the in-box server for the local backend ($CUA_HOME/envs/sandbox-<hash>)
@@ -18,7 +18,7 @@ step_packages() { bash "$REPO_ROOT/scripts/setup.sh" system; }
 step_podman() {
   if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
   if [ -s "$CONF" ] && ! grep -qs "$CONF_MARK" "$CONF"; then
-    die "$CONF exists without runtime=\"runc\"; add [engine] runtime = \"runc\" and nproc<=32768 ulimits (DESIGN §6)"
+    die "$CONF exists without runtime=\"runc\"; add [engine] runtime = \"runc\" and nproc<=32768 ulimits (docs/architecture.md, Containers)"
   fi
   log "podman config: writing $CONF"
   mkdir -p "$(dirname "$CONF")"

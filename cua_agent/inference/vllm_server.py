@@ -210,7 +210,7 @@ class VLLMServer:
 
     async def reset_caches(self) -> None:
         # Prefix/encoder/multimodal caches hold values computed by the old weights; skipping these resets
-        # crashed the engine on the next image request (DESIGN §5).
+        # crashed the engine on the next image request (docs/architecture.md, vLLM).
         for endpoint in ("/reset_prefix_cache", "/reset_encoder_cache", "/reset_mm_cache"):
             await self._call(endpoint)
 

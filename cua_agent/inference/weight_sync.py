@@ -1,7 +1,7 @@
 """Weight sync by disk to stock vLLM servers: reload in place from an HF checkpoint directory.
 
-Sequence per server (DESIGN §5): [pause] → reload → (tied models: check head == embeddings, see
-checkpoints.py) → reset prefix, encoder and multimodal caches → set the served weight version → [resume]. Resume runs even when a step fails, so a
+Sequence per server (docs/architecture.md, vLLM): [pause] → reload → (tied models: check head == embeddings, see
+tied_head.py) → reset prefix, encoder and multimodal caches → set the served weight version → [resume]. Resume runs even when a step fails, so a
 failed update leaves the server serving the previous weights under the previous version, never paused.
 """
 
@@ -29,7 +29,7 @@ async def update_servers_from_disk(
         raise ValueError(f"weight update: {path} is not an HF checkpoint directory (no config.json)")
     tied = ties_embeddings(path) if tied_embeddings is None else tied_embeddings
     if tied:
-        write_explicit_head(path)  # see checkpoints.py: the reload must load the head explicitly
+        write_explicit_head(path)  # see tied_head.py: the reload must load the head explicitly
     results = await asyncio.gather(
         *(_update_one(s, path, version, tied=tied, pause=pause) for s in servers), return_exceptions=True
     )

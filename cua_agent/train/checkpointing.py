@@ -1,7 +1,7 @@
 """Recover checkpoints that are atomic, complete and checked before they are loaded.
 
 AReaL 1.0.4's FSDP recover overwrites one fixed directory in place (a kill mid-save leaves a checkpoint that
-half-loads) and restores neither the LR scheduler nor the RNG (DESIGN §4). `RecoverCheckpoints` replaces
+half-loads) and restores neither the LR scheduler nor the RNG (docs/architecture.md, AReaL 1.0.4). `RecoverCheckpoints` replaces
 its save/load for `CUATrainer`, reusing AReaL's pieces: the engine's DCP save of model + optimizer and
 `RecoverInfo` (step counters, saver/evaluator/stats-logger/dataloader state, checkpoint frequency state).
 

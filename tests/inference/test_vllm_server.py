@@ -19,7 +19,7 @@ from tests.inference.reference import HFReference, chat_messages, screenshot
 
 pytestmark = pytest.mark.slow
 
-PARITY_TOL = 1e-3  # fp32, DESIGN §5
+PARITY_TOL = 1e-3  # fp32, docs/architecture.md, vLLM
 SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, seed=0)
 
 
