@@ -73,6 +73,10 @@ if [ "$force" -eq 0 ] && image_exists "$IMAGE:$key"; then
   log "image: $IMAGE:$key present (inputs unchanged)"
   exit 0
 fi
+if [ "$ENGINE" = podman ]; then  # the build runs apt in a container: fail here, naming the cause
+  problem=$(podman_network_problem "$base_image")
+  [ -z "$problem" ] || die "cannot build $IMAGE: $problem"
+fi
 ctx=$(mktemp -d); trap 'rm -rf "$ctx"' EXIT
 cp "$REPO_ROOT/sandbox/image/Dockerfile" "$ctx/"
 mkdir -p "$ctx/wheels" "$ctx/sandbox"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
-#   scripts/setup_sandbox.sh [packages] [podman] [service] [image] [venv]     (no argument: all steps)
+#   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [venv]   (no argument: all steps)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
 # podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers)
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
+# network:  podman can give a container a network (the image build needs one); names what is missing
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
 # venv:     the host venv of the in-box server for the local backend ($CUA_HOME/envs/sandbox-<hash>)
 set -euo pipefail
@@ -49,6 +50,13 @@ step_service() {
   die "podman service did not answer on $PODMAN_SOCKET; see $CUA_HOME/sandbox/podman-service.log"
 }
 
+step_network() {
+  local problem
+  problem=$(podman_network_problem)
+  [ -z "$problem" ] || die "container network: $problem"
+  log "container network: $(podman info --format '{{.Host.NetworkBackend}}') ready"
+}
+
 step_image() { bash "$REPO_ROOT/scripts/build_sandbox_image.sh"; }
 
 step_venv() {
@@ -68,12 +76,12 @@ step_venv() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(packages podman service image venv)
+[ ${#steps[@]} -gt 0 ] || steps=(packages podman service network image venv)
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
-    packages|podman|service|image|venv) "step_$step" ;;
-    *) die "unknown step '$step' (expected: packages podman service image venv)" ;;
+    packages|podman|service|network|image|venv) "step_$step" ;;
+    *) die "unknown step '$step' (expected: packages podman service network image venv)" ;;
   esac
 done
 log "sandbox setup done in $((SECONDS - start)) s"
