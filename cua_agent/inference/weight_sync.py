@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from .tied_head import ties_embeddings, write_explicit_head
 from .errors import InferenceServerError, ServerUnavailableError, WeightUpdateError
+from .tied_head import ties_embeddings, write_explicit_head
 from .vllm_server import VLLMServer
 
 

@@ -45,6 +45,10 @@ from areal.utils.environ import is_single_controller
 from areal.utils.saver import Saver
 from areal.utils.stats_logger import StatsLogger
 
+from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
+from cua_agent.settings import Settings
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import (
     CheckpointError,
@@ -55,11 +59,7 @@ from cua_agent.train.checkpointing import (
     read_manifest,
     resolve_resume,
 )
-from cua_agent.config import CUAGRPOConfig
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
-from cua_agent.inference.engine import StockVLLMEngine
-from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
-from cua_agent.settings import Settings
 from cua_agent.train.stopping import RunAborted, StopTraining
 
 logger = logging.getLogger("CUATrainer")

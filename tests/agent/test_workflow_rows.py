@@ -12,9 +12,9 @@ import pytest
 import torch
 from areal.infra.workflow_executor import check_trajectory_format
 
-from cua_agent.episode.loop import Episode, TurnRecord
-from cua_agent.episode.chat import CallRecord
 from cua_agent.config import AgentConfig, SandboxConfig
+from cua_agent.episode.chat import CallRecord
+from cua_agent.episode.loop import Episode, TurnRecord
 from cua_agent.inference.local_server import MODELS
 from cua_agent.rollout.rewards import normalise_group
 from cua_agent.rollout.workflow import CUAWorkflow

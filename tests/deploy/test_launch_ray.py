@@ -14,7 +14,13 @@ from areal.infra.launcher import ray as areal_ray
 from areal.infra.utils.launcher import JobException, JobState
 
 from cua_agent.inference.local_server import REPO
-from cua_agent.train.launch_ray import GIB, CompletingRayLauncher, RayLaunchError, check_capacity, check_config
+from cua_agent.train.launch_ray import (
+    GIB,
+    CompletingRayLauncher,
+    RayLaunchError,
+    check_capacity,
+    check_config,
+)
 
 CPU_RUN = [
     "allocation_mode=fsdp:d2",

@@ -11,8 +11,8 @@ import torch
 from PIL import Image, ImageDraw
 from transformers import AutoModelForImageTextToText
 
-from cua_agent.train import patches as trainer_patches
 from cua_agent.inference.processing import load_processor
+from cua_agent.train import patches as trainer_patches
 
 
 def screenshot(seed: int, size: tuple[int, int] = (1280, 800)) -> Image.Image:

@@ -11,6 +11,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.tied_head import (
     HEAD_FILE,
     HEAD_KEY,
@@ -19,7 +20,6 @@ from cua_agent.inference.tied_head import (
     ties_embeddings,
     write_explicit_head,
 )
-from cua_agent.inference.local_server import MODELS
 
 
 def embedding(path: Path) -> torch.Tensor:

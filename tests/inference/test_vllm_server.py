@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.errors import WeightUpdateError
 from cua_agent.inference.local_server import MODELS, VLLMProcess, free_port, vllm_python
+from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
 from tests.inference.reference import HFReference, chat_messages, screenshot

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from areal.api.cli_args import load_expr_config
 
-from cua_agent.train.checkpointing import CheckpointError, read_manifest
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.local_server import MODELS, REPO
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
+from cua_agent.train.checkpointing import CheckpointError, read_manifest
 from cua_agent.train.trainer import _absolute_paths, _resume_point
 from tests.training.harness import (
     boxes_of,
