@@ -58,9 +58,11 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cua_agent.episode.actions import Click, CoordinateMapping, format_tool_call
+from cua_agent.episode.actions import Click
 from cua_agent.episode.chat import ChatReply
+from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.loop import EpisodeConfig, run_episode
+from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.inference.engine import StockVLLMEngine
 from sandbox.base import Sandbox
 

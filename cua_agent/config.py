@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from areal.api.cli_args import GRPOConfig
 
-from cua_agent.episode.actions import CONVENTIONS
+from cua_agent.episode.coordinates import CONVENTIONS
 from sandbox.backends.docker import check_docker_hosts
 
 PARSE_FAILURE_MODES = ("noop", "end")

@@ -1,46 +1,28 @@
-"""The agent's action space, its JSON payload for the sandbox, coordinate conventions, and a tolerant parser
-of model output.
+"""The agent's typed actions, in screen pixels, and their payload on the wire to the sandbox (`to_wire`).
 
-Typed actions hold screen pixels. The model works in its own coordinate space (see CoordinateMapping); the
-parser maps model coordinates to screen pixels, `to_arguments`/`format_tool_call` map them back for the
-prompt. `parse_action` never raises: any input yields a ParsedAction or a ParseFailure with a reason.
+Construction validates against the limits of the wire protocol (sandbox/server/protocol.py), so an action
+that exists here is never rejected by the sandbox for its form (only for lying off a smaller screen). What
+the model writes is another schema: tool_calls.py writes it, parser.py reads it.
 """
 
 from __future__ import annotations
 
-import ast
-import json
-import math
-import re
-from collections.abc import Iterator
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-# Bounds shared with the sandbox control server (sandbox/server/actions.py) so a valid action here is
-# never rejected there.
-MAX_TEXT = 2000
-MAX_WAIT_S = 10.0
-MAX_SCROLL = 50
-MAX_KEYS = 5
-MAX_COORD = 1 << 15  # pixels; anything larger is not a screen
-DEFAULT_SCROLL = 3
-DEFAULT_WAIT_S = 1.0
+from sandbox.server.protocol import (
+    DEFAULT_SCROLL,
+    DEFAULT_WAIT_S,
+    MAX_COORD,
+    MAX_SCROLL,
+    SCROLL_UNITS,
+    ActionError,  # one error type for the whole action space, raised by the shared checks too
+    check_seconds,
+    check_text,
+    normalize_keys,
+)
 
-# Parser work bounds: model output is untrusted and may be megabytes of garbage.
-MAX_INPUT_CHARS = 64 * 1024
-MAX_CANDIDATES = 64  # decode attempts per parse, over all forms
-MAX_CALL_CHARS = 4096  # argument text of one function-call candidate
-MAX_LITERAL_CHARS = 8192  # Python-literal fallback (single quotes, True/None)
-EXCERPT_CHARS = 200
-
-DIRECTIONS = ("up", "down", "left", "right")
-
-
-class ActionError(ValueError):
-    """A value outside the action space (bad coordinate, unknown key, text too long, ...)."""
-
-
-# --------------------------------------------------------------------------------------------- actions
+DIRECTIONS: tuple[str, ...] = tuple(SCROLL_UNITS)  # up, down, left, right
 
 
 def _check_coord(field: str, v: Any) -> None:
@@ -54,18 +36,11 @@ def _check_coord(field: str, v: Any) -> None:
 class _Action:
     name: ClassVar[str]
 
-    def to_payload(self) -> dict[str, Any]:
-        """Plain JSON dict for the sandbox's /action: {"action": name, field: value, ...}; None fields left out."""
-        out: dict[str, Any] = {"action": self.name}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is not None:
-                out[f.name] = v
-        return out
-
 
 @dataclass(frozen=True)
-class _Pointer(_Action):
+class PointerAction(_Action):
+    """An action at one point: click, double_click, right_click, move."""
+
     x: int
     y: int
 
@@ -73,24 +48,27 @@ class _Pointer(_Action):
         _check_coord("x", self.x)
         _check_coord("y", self.y)
 
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": self.name, "x": self.x, "y": self.y}
+
 
 @dataclass(frozen=True)
-class Click(_Pointer):
+class Click(PointerAction):
     name: ClassVar[str] = "click"
 
 
 @dataclass(frozen=True)
-class DoubleClick(_Pointer):
+class DoubleClick(PointerAction):
     name: ClassVar[str] = "double_click"
 
 
 @dataclass(frozen=True)
-class RightClick(_Pointer):
+class RightClick(PointerAction):
     name: ClassVar[str] = "right_click"
 
 
 @dataclass(frozen=True)
-class Move(_Pointer):
+class Move(PointerAction):
     name: ClassVar[str] = "move"
 
 
@@ -105,6 +83,9 @@ class Drag(_Action):
     def __post_init__(self) -> None:
         for f in ("x", "y", "x2", "y2"):
             _check_coord(f, getattr(self, f))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "drag", "x": self.x, "y": self.y, "to_x": self.x2, "to_y": self.y2}
 
 
 @dataclass(frozen=True)
@@ -125,16 +106,9 @@ class Scroll(_Action):
         if not 1 <= self.amount <= MAX_SCROLL:
             raise ActionError(f"'amount'={self.amount} is outside [1, {MAX_SCROLL}]")
 
-
-def _check_text(field: str, text: Any, allow_empty: bool = False) -> None:
-    if not isinstance(text, str):
-        raise ActionError(f"'{field}' must be a string, got {type(text).__name__}")
-    if not text and not allow_empty:
-        raise ActionError(f"'{field}' must not be empty")
-    if len(text) > MAX_TEXT:
-        raise ActionError(f"'{field}' is longer than {MAX_TEXT} characters ({len(text)})")
-    if "\x00" in text:
-        raise ActionError(f"'{field}' contains a NUL character")
+    def to_wire(self) -> dict[str, Any]:
+        ux, uy = SCROLL_UNITS[self.direction]
+        return {"type": "scroll", "x": self.x, "y": self.y, "dx": ux * self.amount, "dy": uy * self.amount}
 
 
 @dataclass(frozen=True)
@@ -143,7 +117,10 @@ class TypeText(_Action):
     name: ClassVar[str] = "type"
 
     def __post_init__(self) -> None:
-        _check_text("text", self.text)
+        check_text("text", self.text)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "type", "text": self.text}
 
 
 @dataclass(frozen=True)
@@ -156,6 +133,9 @@ class Key(_Action):
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", normalize_keys(self.keys))
 
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "key", "keys": self.keys}
+
 
 @dataclass(frozen=True)
 class Wait(_Action):
@@ -163,15 +143,18 @@ class Wait(_Action):
     name: ClassVar[str] = "wait"
 
     def __post_init__(self) -> None:
-        s = self.seconds
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= MAX_WAIT_S:
-            raise ActionError(f"'seconds' must be a number in [0, {MAX_WAIT_S}], got {s!r}")
-        object.__setattr__(self, "seconds", float(s))
+        object.__setattr__(self, "seconds", check_seconds(self.seconds))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "wait", "seconds": self.seconds}
 
 
 @dataclass(frozen=True)
 class Done(_Action):
-    """The episode ends. success: the model's own verdict (None when not given); answer: for QA tasks."""
+    """The episode ends. success: the model's own verdict (None when not given); answer: for QA tasks.
+
+    Not an action of the sandbox: it has no wire form.
+    """
 
     success: bool | None = None
     answer: str | None = None
@@ -181,819 +164,10 @@ class Done(_Action):
         if self.success is not None and not isinstance(self.success, bool):
             raise ActionError("'success' must be a bool or None")
         if self.answer is not None:
-            _check_text("answer", self.answer, allow_empty=True)
+            check_text("answer", self.answer, allow_empty=True)
 
 
 Action = Click | DoubleClick | RightClick | Move | Drag | Scroll | TypeText | Key | Wait | Done
 ACTION_CLASSES: dict[str, type[_Action]] = {
     c.name: c for c in (Click, DoubleClick, RightClick, Move, Drag, Scroll, TypeText, Key, Wait, Done)
 }
-ACTION_TYPES = tuple(ACTION_CLASSES)
-
-
-def action_from_payload(payload: Any) -> Action:
-    """Strict inverse of `to_payload`: exact names, no unknown or missing fields, typed values."""
-    if not isinstance(payload, dict):
-        raise ActionError("action payload must be a JSON object")
-    name = payload.get("action")
-    cls = ACTION_CLASSES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ActionError(f"'action' must be one of {', '.join(ACTION_TYPES)}; got {name!r}")
-    known = {f.name for f in fields(cls)}
-    extra = sorted(str(k) for k in payload if k != "action" and k not in known)
-    if extra:
-        raise ActionError(f"unknown field(s) for '{name}': {', '.join(extra)}")
-    try:
-        return cls(**{k: v for k, v in payload.items() if k != "action"})  # type: ignore[return-value]
-    except TypeError as exc:  # a required field is missing
-        raise ActionError(f"'{name}': {exc}") from None
-
-
-# ------------------------------------------------------------------------------------------------- keys
-
-_MODIFIERS = {
-    "ctrl": "ctrl",
-    "control": "ctrl",
-    "ctl": "ctrl",
-    "alt": "alt",
-    "option": "alt",
-    "opt": "alt",
-    "shift": "shift",
-    "super": "super",
-    "win": "super",
-    "windows": "super",
-    "cmd": "super",
-    "command": "super",
-    "meta": "super",
-}
-_MODIFIER_ORDER = ("ctrl", "alt", "shift", "super")
-# Friendly names -> X keysyms (what xdotool expects).
-_KEY_NAMES = {
-    "enter": "Return",
-    "return": "Return",
-    "esc": "Escape",
-    "escape": "Escape",
-    "tab": "Tab",
-    "backspace": "BackSpace",
-    "back_space": "BackSpace",
-    "delete": "Delete",
-    "del": "Delete",
-    "insert": "Insert",
-    "ins": "Insert",
-    "space": "space",
-    "spacebar": "space",
-    "up": "Up",
-    "down": "Down",
-    "left": "Left",
-    "right": "Right",
-    "arrowup": "Up",
-    "arrowdown": "Down",
-    "arrowleft": "Left",
-    "arrowright": "Right",
-    "home": "Home",
-    "end": "End",
-    "pageup": "Prior",
-    "page_up": "Prior",
-    "pgup": "Prior",
-    "prior": "Prior",
-    "pagedown": "Next",
-    "page_down": "Next",
-    "pgdn": "Next",
-    "pgdown": "Next",
-    "next": "Next",
-    "capslock": "Caps_Lock",
-    "caps_lock": "Caps_Lock",
-    "printscreen": "Print",
-    "print": "Print",
-    "prtsc": "Print",
-    "menu": "Menu",
-}
-_PUNCT = {
-    "-": "minus",
-    "+": "plus",
-    "=": "equal",
-    ",": "comma",
-    ".": "period",
-    "/": "slash",
-    "\\": "backslash",
-    ";": "semicolon",
-    ":": "colon",
-    "'": "apostrophe",
-    '"': "quotedbl",
-    "`": "grave",
-    "[": "bracketleft",
-    "]": "bracketright",
-    "{": "braceleft",
-    "}": "braceright",
-    "(": "parenleft",
-    ")": "parenright",
-    "<": "less",
-    ">": "greater",
-    "!": "exclam",
-    "?": "question",
-    "@": "at",
-    "#": "numbersign",
-    "$": "dollar",
-    "%": "percent",
-    "^": "asciicircum",
-    "&": "ampersand",
-    "*": "asterisk",
-    "_": "underscore",
-    "|": "bar",
-    "~": "asciitilde",
-    " ": "space",
-}
-_FKEY = re.compile(r"f([1-9]|1[0-9]|2[0-4])")
-_KEYSYM = re.compile(r"[A-Za-z][A-Za-z0-9_]{1,30}")  # same shape the sandbox accepts
-
-
-def _keysym(token: str) -> str:
-    if len(token) == 1:
-        if token.isascii() and token.isalnum():
-            return token
-        if token in _PUNCT:
-            return _PUNCT[token]
-        raise ActionError(f"no key name for {token!r}")
-    tok = token.strip()
-    low = tok.lower().replace(" ", "_")
-    if low in _MODIFIERS:
-        return _MODIFIERS[low]
-    if low in _KEY_NAMES:
-        return _KEY_NAMES[low]
-    if _FKEY.fullmatch(low):
-        return low.upper()
-    if len(tok) == 1:
-        return _keysym(tok)
-    if _KEYSYM.fullmatch(tok):
-        return tok  # already a keysym (KP_Enter, XF86AudioMute, ...): keysyms are case-sensitive
-    raise ActionError(f"invalid key name {token[:40]!r}")
-
-
-def normalize_keys(keys: str | list[str] | tuple[str, ...]) -> str:
-    """'Ctrl+S', ['control', 's'], 'cmd+shift+T' -> 'ctrl+s', 'ctrl+s', 'shift+super+t' (xdotool syntax).
-
-    Modifiers come first in a fixed order, so equal combinations compare equal; letters in a combination
-    are lower-cased (the modifier says shift, not the letter's case).
-    """
-    if isinstance(keys, str):
-        if len(keys) > 100:
-            raise ActionError("'keys' is too long")
-        if keys in ("+", " "):
-            parts = [keys]
-        elif keys.endswith("++"):  # "ctrl++": the last key is plus
-            parts = [*keys[:-2].split("+"), "+"]
-        else:
-            parts = keys.split("+")
-        parts = [p if p == " " else p.strip() for p in parts]
-    elif isinstance(keys, list | tuple) and keys and all(isinstance(k, str) for k in keys):
-        parts = list(keys)
-    else:
-        raise ActionError("'keys' must be a string like 'ctrl+s' or a non-empty list of key names")
-    if any(p == "" for p in parts):
-        raise ActionError(f"empty key name in {keys!r}")
-    if len(parts) > MAX_KEYS:
-        raise ActionError(f"'keys' combines at most {MAX_KEYS} keys")
-    syms = [_keysym(p) for p in parts]
-    mods = [m for m in _MODIFIER_ORDER if m in syms]
-    rest = [s for s in syms if s not in _MODIFIER_ORDER]
-    if mods:
-        rest = [s.lower() if len(s) == 1 else s for s in rest]
-    return "+".join(mods + rest)
-
-
-# ------------------------------------------------------------------------------------------ coordinates
-
-# Which convention a model family emits:
-#   "absolute":      pixels of the image the model was shown. Qwen2.5-VL (and UI-TARS-1.5 in absolute mode)
-#                    point on the *resized* image its processor produced (smart_resize to multiples of 28),
-#                    so map with the resized -> screen scale.
-#   "relative_1000": both axes normalised to 0..1000 whatever the image size. Qwen3-VL and UI-TARS(-1.0).
-Convention = Literal["absolute", "relative_1000"]
-CONVENTIONS: tuple[str, ...] = ("absolute", "relative_1000")
-
-
-class CoordinateError(ActionError):
-    """A model coordinate that cannot be mapped (NaN, infinity, not a number)."""
-
-
-def _finite(v: Any, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise CoordinateError(f"{what} must be a number, got {type(v).__name__}")
-    try:
-        f = float(v)
-    except OverflowError:
-        raise CoordinateError(f"{what} is out of range") from None
-    if not math.isfinite(f):
-        raise CoordinateError(f"{what} is not finite ({f})")
-    return f
-
-
-def _round(v: float) -> int:
-    return math.floor(v + 0.5)  # half up: round() would be banker's rounding
-
-
-@dataclass(frozen=True)
-class CoordinateMapping:
-    """Model coordinates <-> screen pixels. image_w/h: the size of the image the model saw."""
-
-    screen_w: int
-    screen_h: int
-    image_w: int
-    image_h: int
-    convention: Convention = "absolute"
-
-    def __post_init__(self) -> None:
-        for f in ("screen_w", "screen_h", "image_w", "image_h"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_COORD:
-                raise ValueError(f"CoordinateMapping.{f} must be an int in (0, {MAX_COORD}], got {v!r}")
-        if self.convention not in CONVENTIONS:
-            raise ValueError(f"convention must be one of {CONVENTIONS}, got {self.convention!r}")
-
-    @classmethod
-    def identity(cls, screen_w: int, screen_h: int) -> CoordinateMapping:
-        return cls(screen_w, screen_h, screen_w, screen_h, "absolute")
-
-    @property
-    def model_size(self) -> tuple[int, int]:
-        """Extent of the model's coordinate space (the values a model should emit are below/at this)."""
-        if self.convention == "relative_1000":
-            return 1000, 1000
-        return self.image_w, self.image_h
-
-    def to_screen(self, x: Any, y: Any) -> tuple[int, int]:
-        """Model coordinates -> screen pixels, clamped to the screen. Raises CoordinateError on NaN/inf."""
-        fx, fy = _finite(x, "x"), _finite(y, "y")
-        mw, mh = self.model_size
-        sx = _round(fx * self.screen_w / mw)
-        sy = _round(fy * self.screen_h / mh)
-        return min(max(sx, 0), self.screen_w - 1), min(max(sy, 0), self.screen_h - 1)
-
-    def to_model(self, x: int, y: int) -> tuple[int, int]:
-        """Screen pixels -> the model's coordinates (for echoing past actions in its own convention)."""
-        mw, mh = self.model_size
-        mx = _round(_finite(x, "x") * mw / self.screen_w)
-        my = _round(_finite(y, "y") * mh / self.screen_h)
-        return min(max(mx, 0), mw - 1), min(max(my, 0), mh - 1)
-
-
-# ------------------------------------------------------------------------- canonical text for the model
-
-
-def to_arguments(action: Action, mapping: CoordinateMapping) -> dict[str, Any]:
-    """The tool-call arguments the system prompt teaches, with coordinates in the model's convention."""
-    args: dict[str, Any] = {"action": action.name}
-    if isinstance(action, Drag):
-        args["start_coordinate"] = list(mapping.to_model(action.x, action.y))
-        args["end_coordinate"] = list(mapping.to_model(action.x2, action.y2))
-    elif isinstance(action, _Pointer | Scroll):
-        args["coordinate"] = list(mapping.to_model(action.x, action.y))
-    if isinstance(action, Scroll):
-        args["direction"] = action.direction
-        args["amount"] = action.amount
-    elif isinstance(action, TypeText):
-        args["text"] = action.text
-    elif isinstance(action, Key):
-        args["keys"] = action.keys
-    elif isinstance(action, Wait):
-        args["seconds"] = action.seconds
-    elif isinstance(action, Done):
-        if action.success is not None:
-            args["success"] = action.success
-        if action.answer is not None:
-            args["answer"] = action.answer
-    return args
-
-
-def format_tool_call(action: Action, mapping: CoordinateMapping) -> str:
-    """The exact output format the parser prefers (Qwen-style tool call)."""
-    body = json.dumps({"name": "computer", "arguments": to_arguments(action, mapping)}, ensure_ascii=False)
-    return f"<tool_call>\n{body}\n</tool_call>"
-
-
-# ------------------------------------------------------------------------------------------------ parser
-
-
-@dataclass(frozen=True)
-class ParsedAction:
-    action: Action
-    format: str  # where it was found: "tool_call", "fenced", "json" or "function_call"
-    raw: str  # excerpt of the text it came from
-
-
-@dataclass(frozen=True)
-class ParseFailure:
-    reason: str
-    raw: str  # excerpt of the input (or of the failing candidate)
-
-
-# Action names and aliases -> (canonical name, fields the name implies).
-_NAME_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
-for _canon, _aliases in {
-    "click": ("click", "left_click", "leftclick", "left_single", "single_click", "tap"),
-    "double_click": ("double_click", "doubleclick", "dblclick", "left_double", "double_left_click"),
-    "right_click": ("right_click", "rightclick", "context_click", "right_single"),
-    "move": ("move", "mouse_move", "mousemove", "move_mouse", "move_to", "moveto", "hover"),
-    "drag": ("drag", "left_click_drag", "drag_to", "dragto", "drag_and_drop"),
-    "scroll": ("scroll", "mouse_scroll", "wheel"),
-    "type": ("type", "input", "write", "type_text", "typing", "typewrite", "input_text", "enter_text"),
-    "key": ("key", "keys", "hotkey", "key_press", "keypress", "press", "press_key", "key_combination"),
-    "wait": ("wait", "sleep", "pause"),
-    "done": ("done", "finish", "finished", "terminate", "stop", "complete", "answer", "task_complete"),
-}.items():
-    for _a in _aliases:
-        _NAME_ALIASES[_a] = (_canon, {})
-for _d in DIRECTIONS:
-    _NAME_ALIASES[f"scroll_{_d}"] = ("scroll", {"direction": _d})
-
-# Function-call text: only known names, at a word start, so prose words are not candidates and the
-# match cannot backtrack over long words.
-_CALL_NAMES = sorted({n for a in _NAME_ALIASES for n in (a, a.replace("_", "-"))}, key=len, reverse=True)
-_CALL_RE = re.compile(
-    r"(?<![A-Za-z0-9_\-])(" + "|".join(map(re.escape, _CALL_NAMES)) + r")[ \t]{0,4}\(", re.I
-)
-_TOOL_OPEN = re.compile(r"<tool_call>", re.I)
-_TOOL_CLOSE = re.compile(r"</tool_call>", re.I)
-_JSON_TOKENS = re.compile(r'[{}"\\]')
-_CALL_TOKENS = re.compile(r"[()\[\]{}\"'\\]")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_NUMERIC_STR = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
-_NONFINITE = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
-
-
-def _canonical_name(name: Any) -> tuple[str, dict[str, Any]] | None:
-    if not isinstance(name, str) or len(name) > 40:
-        return None
-    key = name.strip().lower().replace("-", "_").replace(" ", "_")
-    key = key.rsplit(".", 1)[-1]  # pyautogui.click, computer.click
-    return _NAME_ALIASES.get(key)
-
-
-def _excerpt(s: str) -> str:
-    return s if len(s) <= EXCERPT_CHARS else s[: EXCERPT_CHARS - 3] + "..."
-
-
-class _Budget:
-    """Caps decode attempts per parse, so adversarial input cannot multiply the work."""
-
-    def __init__(self, n: int) -> None:
-        self.left = n
-
-    def take(self) -> bool:
-        self.left -= 1
-        return self.left >= 0
-
-
-# ---- candidate extraction. A candidate is ("obj", python object) or ("call", (name, args, kwargs)).
-
-
-def _brace_spans(s: str, limit: int) -> list[tuple[int, int, int]]:
-    """Top-level {...} spans of s, JSON-string aware: (start, end, unclosed depth at end)."""
-    spans: list[tuple[int, int, int]] = []
-    depth, start, in_str, skip_to = 0, -1, False, -1
-    for m in _JSON_TOKENS.finditer(s):
-        i = m.start()
-        if i < skip_to:
-            continue
-        c = s[i]
-        if in_str:
-            if c == "\\":
-                skip_to = i + 2
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = depth > 0  # quotes in prose between objects are not strings
-        elif c == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif c == "}" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                spans.append((start, i + 1, 0))
-                if len(spans) >= limit:
-                    return spans
-    if depth > 0:
-        spans.append((start, len(s), depth))
-    return spans
-
-
-def _loads(text: str) -> Any:
-    """JSON, else a Python literal (single quotes, True/None, trailing commas). Raises ValueError."""
-    try:
-        return json.loads(text, strict=False)
-    except (ValueError, RecursionError):
-        pass
-    if len(text) <= MAX_LITERAL_CHARS:
-        try:
-            return ast.literal_eval(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            pass
-    raise ValueError("not JSON")
-
-
-def _json_candidates(s: str, budget: _Budget, depth: int = 0) -> Iterator[tuple[str, Any, str]]:
-    for start, end, unclosed in _brace_spans(s, limit=MAX_CANDIDATES):
-        if not budget.take():
-            return
-        span = s[start:end]
-        attempts = [span] if not unclosed else [span + "}" * min(unclosed, 8), span]
-        obj: Any = None
-        for a in attempts:
-            try:
-                obj = _loads(a)
-                break
-            except ValueError:
-                continue
-        if isinstance(obj, dict | list):
-            yield "obj", obj, span
-        elif depth < 2 and end - start > 2 and budget.left > 0:
-            # Braces in prose around a real object ("{ here: {...} }"): look inside.
-            yield from _json_candidates(span[1:], budget, depth + 1)
-
-
-def _literal(node: ast.AST, keyword: bool = False) -> Any:
-    # scroll(direction=down): a bare word as a keyword value is meant as a string. Not positionally, so
-    # prose like "type (text)" is not read as an action.
-    if keyword and isinstance(node, ast.Name):
-        return node.id
-    return ast.literal_eval(node)
-
-
-def _call_args(text: str, open_end: int) -> str | None:
-    """Argument text between the '(' ending at open_end and its matching ')' (quote and bracket aware)."""
-    stop = min(len(text), open_end + MAX_CALL_CHARS)
-    depth, quote, skip_to = 1, "", -1
-    for m in _CALL_TOKENS.finditer(text, open_end, stop):
-        i = m.start()
-        if i < skip_to:
-            continue
-        c = text[i]
-        if quote:
-            if c == "\\":
-                skip_to = i + 2
-            elif c == quote:
-                quote = ""
-        elif c in "\"'":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return text[open_end:i]
-    if stop == len(text):  # unterminated at the end of the output (cut by max tokens)
-        return text[open_end:stop]
-    return None
-
-
-def _call_candidates(s: str, budget: _Budget) -> Iterator[tuple[str, Any, str]]:
-    for m in _CALL_RE.finditer(s):
-        if not budget.take():
-            return
-        args = _call_args(s, m.end())
-        if args is None:
-            continue
-        raw = s[m.start() : m.end() + len(args) + 1]
-        try:
-            node = ast.parse(f"f({args})", mode="eval").body
-            if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
-                continue
-            pos = [_literal(a) for a in node.args]
-            kw = {k.arg: _literal(k.value, keyword=True) for k in node.keywords if k.arg is not None}
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        yield "call", (m.group(1), pos, kw), raw
-
-
-def _tool_call_bodies(s: str) -> Iterator[str]:
-    for n, m in enumerate(_TOOL_OPEN.finditer(s)):
-        if n >= MAX_CANDIDATES:
-            return
-        close = _TOOL_CLOSE.search(s, m.end())
-        nxt = _TOOL_OPEN.search(s, m.end())
-        ends = [x.start() for x in (close, nxt) if x is not None]
-        yield s[m.end() : min(ends) if ends else len(s)]
-
-
-def _fenced_bodies(s: str) -> Iterator[str]:
-    pos, n = 0, 0
-    while n < MAX_CANDIDATES:
-        start = s.find("```", pos)
-        if start < 0:
-            return
-        end = s.find("```", start + 3)
-        body = s[start + 3 : end if end >= 0 else len(s)]
-        first, nl, rest = body.partition("\n")
-        if nl and len(first.strip()) <= 20 and " " not in first.strip():  # ```json, ```python, ```tool_call
-            body = rest
-        yield body
-        if end < 0:
-            return
-        pos, n = end + 3, n + 1
-
-
-def _candidates(text: str, budget: _Budget) -> Iterator[tuple[str, str, Any, str]]:
-    """(format, kind, value, raw) in order of preference: the most explicit form first."""
-    for body in _tool_call_bodies(text):
-        for kind, val, raw in _json_candidates(body, budget):
-            yield "tool_call", kind, val, raw
-        for kind, val, raw in _call_candidates(body, budget):
-            yield "tool_call", kind, val, raw
-    for body in _fenced_bodies(text):
-        for kind, val, raw in _json_candidates(body, budget):
-            yield "fenced", kind, val, raw
-        for kind, val, raw in _call_candidates(body, budget):
-            yield "fenced", kind, val, raw
-    for kind, val, raw in _json_candidates(text, budget):
-        yield "json", kind, val, raw
-    for kind, val, raw in _call_candidates(text, budget):
-        yield "function_call", kind, val, raw
-
-
-# ---- interpretation of a candidate
-
-
-def _lower_keys(d: dict[Any, Any]) -> dict[str, Any]:
-    return {k.strip().lower(): v for k, v in d.items() if isinstance(k, str)}
-
-
-def _resolve_obj(obj: Any, depth: int = 0) -> tuple[str, dict[str, Any]]:
-    """A decoded JSON object in any accepted tool-call shape -> (action name, fields)."""
-    if depth > 4:
-        raise ActionError("tool call nested too deeply")
-    if isinstance(obj, list):  # e.g. an OpenAI tool_calls array: first valid entry
-        err = ActionError("empty list")
-        for item in obj[:8]:
-            try:
-                return _resolve_obj(item, depth + 1)
-            except ActionError as exc:
-                err = exc
-        raise err
-    if not isinstance(obj, dict):
-        raise ActionError("expected a JSON object")
-    kw = _lower_keys(obj)
-    if "tool_calls" in kw:
-        return _resolve_obj(kw["tool_calls"], depth + 1)
-    if isinstance(kw.get("function"), dict):
-        return _resolve_obj(kw["function"], depth + 1)
-    for key in ("arguments", "args", "parameters", "params", "input"):
-        if key not in kw:
-            continue
-        args = kw[key]
-        if isinstance(args, str):  # OpenAI: arguments is a JSON string
-            try:
-                args = _loads(args[:MAX_INPUT_CHARS])
-            except ValueError:
-                raise ActionError(f"'{key}' is not valid JSON") from None
-        if not isinstance(args, dict):
-            raise ActionError(f"'{key}' must be an object")
-        inner = _lower_keys(args)
-        if "action" in inner or "action_type" in inner:
-            return _resolve_obj(args, depth + 1)
-        for key2 in ("action", "name"):  # {"name": "click", "arguments": {...}}
-            if _canonical_name(kw.get(key2)) is not None:
-                return kw[key2], inner
-        raise ActionError("tool call has no 'action'")
-    action = kw.get("action", kw.get("action_type"))
-    if isinstance(action, dict):  # {"action": {"type": "click", ...}}
-        return _resolve_obj(action, depth + 1)
-    if isinstance(action, str):
-        return action, kw
-    for key in ("name", "type"):
-        if _canonical_name(kw.get(key)) is not None:
-            return kw[key], kw
-    raise ActionError("no 'action' field")
-
-
-def _is_num(v: Any) -> bool:
-    return (isinstance(v, int | float) and not isinstance(v, bool)) or (
-        isinstance(v, str) and len(v) <= 32 and _NUMERIC_STR.fullmatch(v.strip()) is not None
-    )
-
-
-def _num(v: Any, what: str) -> float:
-    if isinstance(v, str) and _is_num(v):
-        v = float(v.strip())
-    return _finite(v, what)
-
-
-def _to_point(v: Any, what: str) -> tuple[float, float]:
-    """[x, y], (x, y), a box [x1, y1, x2, y2] (its centre), {"x":, "y":} or a string holding 2 or 4 numbers."""
-    if isinstance(v, dict):
-        d = _lower_keys(v)
-        if "x" in d and "y" in d:
-            return _num(d["x"], f"{what}.x"), _num(d["y"], f"{what}.y")
-        raise ActionError(f"'{what}' object needs x and y")
-    if isinstance(v, str):
-        if len(v) > 200:
-            raise ActionError(f"'{what}' string is too long")
-        nums: list[Any] = _NUMBER.findall(v)
-        if _NONFINITE.search(v):
-            raise CoordinateError(f"'{what}' is not finite")
-    elif isinstance(v, list | tuple):
-        nums = list(v)
-    else:
-        raise ActionError(f"'{what}' must be [x, y], got {type(v).__name__}")
-    if len(nums) == 2:
-        return _num(nums[0], f"{what}[0]"), _num(nums[1], f"{what}[1]")
-    if len(nums) == 4:
-        x1, y1, x2, y2 = (_num(n, what) for n in nums)
-        return (x1 + x2) / 2, (y1 + y2) / 2
-    raise ActionError(f"'{what}' must hold 2 numbers (x, y), got {len(nums)}")
-
-
-def _get(kw: dict[str, Any], *names: str) -> tuple[str, Any] | None:
-    for n in names:
-        if kw.get(n) is not None:
-            return n, kw[n]
-    return None
-
-
-_POINT_KEYS = ("coordinate", "coordinates", "coords", "coord", "position", "point", "pos", "location", "xy")
-_START_KEYS = ("start_coordinate", "start_coordinates", "start", "start_point", "start_box", "from", "source")
-_END_KEYS = (
-    "end_coordinate",
-    "end_coordinates",
-    "end",
-    "end_point",
-    "end_box",
-    "to",
-    "target",
-    "destination",
-)
-
-
-def _point(
-    kw: dict[str, Any], pos: list[Any], keys: tuple[str, ...], xkey: str, ykey: str
-) -> tuple[float, float] | None:
-    """A point from named fields, else from the front of the positional arguments (consumed)."""
-    hit = _get(kw, *keys)
-    if hit is not None:
-        return _to_point(hit[1], hit[0])
-    if xkey in kw or ykey in kw:
-        if kw.get(xkey) is None or kw.get(ykey) is None:
-            raise ActionError(f"need both '{xkey}' and '{ykey}'")
-        return _num(kw[xkey], xkey), _num(kw[ykey], ykey)
-    if len(pos) >= 2 and _is_num(pos[0]) and _is_num(pos[1]):
-        x, y = pos.pop(0), pos.pop(0)
-        return _num(x, xkey), _num(y, ykey)
-    if pos and isinstance(pos[0], list | tuple | dict | str):
-        try:
-            p = _to_point(pos[0], xkey + ykey)
-        except CoordinateError:
-            raise  # a coordinate-looking argument that is NaN/inf is an error, not "no coordinate"
-        except ActionError:
-            return None
-        pos.pop(0)
-        return p
-    return None
-
-
-def _first_str(pos: list[Any]) -> str | None:
-    for i, v in enumerate(pos):
-        if isinstance(v, str):
-            return pos.pop(i)
-    return None
-
-
-def _success(v: Any) -> bool | None:
-    if v is None or isinstance(v, bool):
-        return v
-    if isinstance(v, str):
-        low = v.strip().lower()
-        if low in ("success", "succeeded", "successful", "true", "yes", "done", "completed", "ok"):
-            return True
-        if low in ("failure", "fail", "failed", "false", "no", "infeasible", "impossible"):
-            return False
-    raise ActionError(f"'success' must be a bool or 'success'/'failure', got {str(v)[:40]!r}")
-
-
-def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMapping) -> Action:
-    canon = _canonical_name(name)
-    if canon is None:
-        raise ActionError(f"unknown action {str(name)[:40]!r}")
-    kind, implied = canon
-    kw = {**_lower_keys(kw), **implied}
-    pos = list(pos)
-
-    def screen(p: tuple[float, float] | None, what: str) -> tuple[int, int]:
-        if p is None:
-            raise ActionError(f"'{kind}' needs {what} [x, y]")
-        return mapping.to_screen(*p)
-
-    if kind in ("click", "double_click", "right_click", "move"):
-        x, y = screen(_point(kw, pos, _POINT_KEYS + _START_KEYS, "x", "y"), "a coordinate")
-        return ACTION_CLASSES[kind](x, y)  # type: ignore[call-arg,return-value]
-    if kind == "drag":
-        start_keys = _START_KEYS if _get(kw, *_START_KEYS) else _POINT_KEYS
-        # Anthropic's left_click_drag: start_coordinate + coordinate (the end).
-        end_keys = _END_KEYS + (_POINT_KEYS if start_keys is _START_KEYS else ())
-        start = _point(kw, pos, start_keys, "x", "y")
-        if start is None:
-            start = _point(kw, pos, (), "x1", "y1")
-        end = _point(kw, pos, end_keys, "x2", "y2")
-        if end is None:
-            end = _point(kw, pos, (), "to_x", "to_y") or _point(kw, pos, (), "end_x", "end_y")
-        x, y = screen(start, "a start coordinate")
-        x2, y2 = screen(end, "an end coordinate")
-        return Drag(x, y, x2, y2)
-    if kind == "scroll":
-        p = _point(kw, pos, _POINT_KEYS, "x", "y")
-        # No position: scroll where it matters least to guess, the middle of the screen.
-        x, y = screen(p, "") if p is not None else (mapping.screen_w // 2, mapping.screen_h // 2)
-        hit = _get(kw, "direction", "dir", "scroll_direction")
-        direction = hit[1] if hit else _first_str(pos)
-        amount_hit = _get(kw, "amount", "clicks", "scroll_amount", "steps", "times", "distance")
-        amount: Any = amount_hit[1] if amount_hit else None
-        if direction is None:  # signed forms: Qwen's pixels (positive = up), wheel dy/dx (positive = down)
-            for key, neg, posdir in (("pixels", "down", "up"), ("dy", "up", "down"), ("dx", "left", "right")):
-                if _is_num(kw.get(key)):
-                    v = _num(kw[key], key)
-                    if v != 0:
-                        direction, amount = (posdir if v > 0 else neg), abs(v)
-                        break
-        if amount is None and pos and _is_num(pos[0]):
-            amount = pos.pop(0)
-        if not isinstance(direction, str) or direction.strip().lower() not in DIRECTIONS:
-            raise ActionError(f"'scroll' needs a direction (up/down/left/right), got {str(direction)[:20]!r}")
-        n = DEFAULT_SCROLL if amount is None else abs(_num(amount, "amount"))
-        n = min(max(_round(n), 1), MAX_SCROLL)
-        return Scroll(x, y, direction.strip().lower(), n)
-    if kind == "type":
-        hit = _get(kw, "text", "content", "value", "string", "input")
-        text: Any = hit[1] if hit else (pos[0] if pos else None)
-        if isinstance(text, int | float) and not isinstance(text, bool):
-            text = str(text)
-        if text is None:
-            raise ActionError("'type' needs 'text'")
-        return TypeText(text)
-    if kind == "key":
-        hit = _get(kw, "keys", "key", "combo", "combination", "hotkey", "value", "text")
-        if hit is not None:
-            keys: Any = hit[1]
-        elif len(pos) > 1 and all(isinstance(p, str) for p in pos):  # hotkey('ctrl', 's')
-            keys = pos
-        else:
-            keys = pos[0] if pos else None
-        if keys is None:
-            raise ActionError("'key' needs 'keys'")
-        return Key(keys)
-    if kind == "wait":
-        hit = _get(kw, "seconds", "time", "duration", "secs", "second")
-        secs: Any = hit[1] if hit else (pos[0] if pos else DEFAULT_WAIT_S)
-        s = _num(secs, "seconds")
-        if s < 0:
-            raise ActionError(f"'seconds' must not be negative, got {s}")
-        return Wait(min(s, MAX_WAIT_S))
-    # done
-    hit = _get(kw, "success", "status", "ok", "succeeded")
-    success_raw: Any = hit[1] if hit else next((p for p in pos if isinstance(p, bool)), None)
-    ans_hit = _get(kw, "answer", "text", "message", "content", "response", "result", "output")
-    answer: Any = ans_hit[1] if ans_hit else _first_str(pos)
-    if isinstance(answer, int | float) and not isinstance(answer, bool):
-        answer = str(answer)
-    return Done(_success(success_raw), answer)
-
-
-def _interpret(kind: str, val: Any, mapping: CoordinateMapping) -> Action:
-    if kind == "call":
-        name, pos, kw = val
-        return _build(name, kw, pos, mapping)
-    name, fields_ = _resolve_obj(val)
-    return _build(name, fields_, [], mapping)
-
-
-def parse_action(text: Any, mapping: CoordinateMapping) -> ParsedAction | ParseFailure:
-    """Model output -> the first valid action of its most explicit form, in screen pixels.
-
-    Forms, most explicit first: <tool_call>{...}</tool_call> (the closing tag may be missing), ```json
-    fenced blocks, JSON objects in prose (tool-call, OpenAI function and flat shapes), function-call text
-    like click(100, 200). Never raises; the input is capped at MAX_INPUT_CHARS.
-    """
-    try:
-        return _parse(text, mapping)
-    except Exception as exc:  # the contract is "never raises"; a bug here must not kill an episode
-        raw = _excerpt(text) if isinstance(text, str) else ""
-        return ParseFailure(f"internal parser error: {type(exc).__name__}: {str(exc)[:100]}", raw)
-
-
-def _parse(text: Any, mapping: CoordinateMapping) -> ParsedAction | ParseFailure:
-    if isinstance(text, bytes | bytearray):
-        text = bytes(text[: MAX_INPUT_CHARS * 4]).decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        return ParseFailure(f"model output must be text, got {type(text).__name__}", "")
-    text = text[:MAX_INPUT_CHARS]
-    if not text.strip():
-        return ParseFailure("empty output", "")
-    budget = _Budget(MAX_CANDIDATES)
-    first_error: ParseFailure | None = None
-    for fmt, kind, val, raw in _candidates(text, budget):
-        try:
-            return ParsedAction(_interpret(kind, val, mapping), fmt, _excerpt(raw))
-        except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
-            if first_error is None:
-                first_error = ParseFailure(f"{fmt}: {exc}"[:300], _excerpt(raw))
-    if first_error is not None:
-        return first_error
-    return ParseFailure("no action found (expected <tool_call>{...}</tool_call>)", _excerpt(text))

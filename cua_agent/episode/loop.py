@@ -15,16 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_agent.episode.actions import Action as AgentAction
-from cua_agent.episode.actions import (
-    CoordinateMapping,
-    Done,
-    Drag,
-    ParseFailure,
-    Scroll,
-    parse_action,
-)
+from cua_agent.episode.actions import Done
 from cua_agent.episode.chat import CallRecord, ChatClient
+from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.parser import ParseFailure, parse_action
 from cua_agent.episode.prompting import PromptBudgetError, Turn, build_messages
 from cua_agent.inference.errors import InferenceServerError
 from sandbox.base import Sandbox
@@ -33,25 +27,6 @@ from sandbox.errors import SandboxError, SandboxRequestError
 # The model's own input markup, stripped from its text before it is echoed into later prompts: the chat
 # template would turn it back into vision placeholders and shift the image slots.
 _VISION_MARKUP = re.compile(r"<\|(?:vision_start|vision_end|image_pad|video_pad)\|>")
-_SCROLL_SIGN = {"down": (0, 1), "up": (0, -1), "right": (1, 0), "left": (-1, 0)}
-
-
-def sandbox_payload(action: AgentAction) -> dict[str, Any]:
-    """The agent's action (screen pixels) as the sandbox control server's /action payload."""
-    p = action.to_payload()
-    kind = p.pop("action")
-    if isinstance(action, Drag):
-        return {"type": "drag", "x": action.x, "y": action.y, "to_x": action.x2, "to_y": action.y2}
-    if isinstance(action, Scroll):
-        sx, sy = _SCROLL_SIGN[action.direction]
-        return {
-            "type": "scroll",
-            "x": action.x,
-            "y": action.y,
-            "dx": sx * action.amount,
-            "dy": sy * action.amount,
-        }
-    return {"type": kind, **p}
 
 
 @dataclass(frozen=True)
@@ -163,7 +138,7 @@ async def _loop(
             ep.status = "done"
             break
 
-        payload = sandbox_payload(parsed.action)
+        payload = parsed.action.to_wire()
         t1 = time.monotonic()
         try:
             _, png = await sandbox.step(payload)

@@ -7,7 +7,7 @@ from typing import Any
 
 from PIL import Image
 
-from cua_agent.episode.actions import CoordinateMapping
+from cua_agent.episode.coordinates import CoordinateMapping
 
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 

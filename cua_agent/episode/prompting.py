@@ -23,7 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cua_agent.episode.actions import MAX_SCROLL, MAX_WAIT_S, Action, CoordinateMapping, to_arguments
+from cua_agent.episode.actions import Action
+from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.tool_calls import to_arguments
+from sandbox.server.protocol import MAX_SCROLL, MAX_WAIT_S
 
 NOTE_CHARS = 200  # a result note longer than this is cut: notes are for the model, not for debugging
 

@@ -1,56 +1,27 @@
-"""Typed actions: validation of a JSON payload and its translation to one chained xdotool command.
+"""Validation of a wire payload (protocol.py) and its translation to one chained xdotool command.
 
 Every malformed payload raises ActionError with a message naming the field; the HTTP layer turns it
-into a 400 and keeps serving.
+into a 400 and keeps serving. Numbers may be JSON floats (rounded) and must lie on this screen.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.server.protocol import (
+    ACTION_TYPES,
+    BUTTONS,
+    DEFAULT_BUTTON,
+    DEFAULT_WAIT_S,
+    MAX_SCROLL,
+    ActionError,
+    check_seconds,
+    check_text,
+    normalize_keys,
+)
 
-class ActionError(ValueError):
-    pass
-
-
-ACTION_TYPES = ("click", "double_click", "right_click", "move", "drag", "scroll", "type", "key", "wait")
-BUTTONS = {"left": "1", "middle": "2", "right": "3"}
-MAX_TEXT = 2000
-MAX_WAIT_S = 10.0
-MAX_SCROLL = 50
-
-# Friendly names for X keysyms; anything else must already be a keysym-like token.
-KEY_ALIASES = {
-    "enter": "Return",
-    "return": "Return",
-    "esc": "Escape",
-    "escape": "Escape",
-    "tab": "Tab",
-    "backspace": "BackSpace",
-    "delete": "Delete",
-    "del": "Delete",
-    "space": "space",
-    "up": "Up",
-    "down": "Down",
-    "left": "Left",
-    "right": "Right",
-    "home": "Home",
-    "end": "End",
-    "pageup": "Prior",
-    "pagedown": "Next",
-    "insert": "Insert",
-    "ctrl": "ctrl",
-    "control": "ctrl",
-    "alt": "alt",
-    "shift": "shift",
-    "super": "super",
-    "win": "super",
-    "cmd": "super",
-    "meta": "super",
-}
-_KEY_TOKEN = re.compile(r"^(?:[A-Za-z0-9]|[A-Za-z][A-Za-z0-9_]{1,30})$")
+_XBUTTON = dict(zip(BUTTONS, ("1", "2", "3"), strict=True))  # xdotool's button numbers
 
 
 @dataclass(frozen=True)
@@ -74,29 +45,6 @@ def _int(payload: dict, field: str, lo: int, hi: int, default: int | None = None
     return round(val)
 
 
-def _keysym(token: str) -> str:
-    tok = token.strip()
-    if not tok:
-        raise ActionError("empty key name in 'keys'")
-    mapped = KEY_ALIASES.get(tok.lower(), tok)
-    if not _KEY_TOKEN.match(mapped):
-        raise ActionError(f"invalid key name {token!r}")
-    return mapped
-
-
-def parse_keys(keys: Any) -> str:
-    """'ctrl+s' or ['ctrl', 's'] -> 'ctrl+s' in xdotool syntax."""
-    if isinstance(keys, str):
-        parts = keys.split("+") if keys != "+" else ["plus"]
-    elif isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys):
-        parts = keys
-    else:
-        raise ActionError("'keys' must be a string like 'ctrl+s' or a non-empty list of key names")
-    if len(parts) > 5:
-        raise ActionError("'keys' combines at most 5 keys")
-    return "+".join(_keysym(p) for p in parts)
-
-
 def parse_action(payload: Any, width: int, height: int) -> Action:
     if not isinstance(payload, dict):
         raise ActionError("action must be a JSON object")
@@ -112,14 +60,14 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
         move = ["mousemove", str(x), str(y)]
         if kind == "move":
             return Action(kind, move, (x, y))
-        button = payload.get("button", "right" if kind == "right_click" else "left")
-        if button not in BUTTONS:
+        button = payload.get("button", DEFAULT_BUTTON[kind])
+        if button not in BUTTONS:  # the tuple, not the dict: a JSON list or object is unhashable
             raise ActionError(f"'button' must be one of {', '.join(BUTTONS)}; got {button!r}")
         repeat = "2" if kind == "double_click" else "1"
         # --delay 0: xdotool's default sleeps 100 ms after each click.
         return Action(
             kind,
-            [*move, "click", "--repeat", repeat, "--delay", "60" if repeat == "2" else "0", BUTTONS[button]],
+            [*move, "click", "--repeat", repeat, "--delay", "60" if repeat == "2" else "0", _XBUTTON[button]],
             (x, y),
         )
     if kind == "drag":
@@ -144,19 +92,10 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
                 args += ["click", "--repeat", str(abs(amount)), "--delay", "10", pos if amount > 0 else neg]
         return Action(kind, args, (x, y))
     if kind == "type":
-        text = payload.get("text")
-        if not isinstance(text, str) or not text:
-            raise ActionError("'text' must be a non-empty string")
-        if len(text) > MAX_TEXT:
-            raise ActionError(f"'text' is longer than {MAX_TEXT} characters")
-        if "\x00" in text:
-            raise ActionError("'text' contains a NUL character")
+        text = check_text("text", payload.get("text"))
         # "--" so text starting with '-' is not read as an option.
         return Action(kind, ["type", "--clearmodifiers", "--delay", "8", "--", text])
     if kind == "key":
-        return Action(kind, ["key", "--clearmodifiers", parse_keys(payload.get("keys"))])
+        return Action(kind, ["key", "--clearmodifiers", normalize_keys(payload.get("keys"))])
     # wait
-    secs = payload.get("seconds", 1.0)
-    if isinstance(secs, bool) or not isinstance(secs, int | float) or not 0 <= secs <= MAX_WAIT_S:
-        raise ActionError(f"'seconds' must be a number in [0, {MAX_WAIT_S}]")
-    return Action(kind, [], None, float(secs))
+    return Action(kind, [], None, check_seconds(payload.get("seconds", DEFAULT_WAIT_S)))

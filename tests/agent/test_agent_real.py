@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 from areal.infra.workflow_executor import check_trajectory_format
 
-from cua_agent.episode.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
+from cua_agent.episode.actions import Click, Done, TypeText
 from cua_agent.episode.chat import ChatReply
+from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
+from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.workflow import CUAWorkflow

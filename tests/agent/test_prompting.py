@@ -13,16 +13,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from cua_agent.episode.actions import (
-    Click,
-    CoordinateMapping,
-    Drag,
-    Key,
-    ParsedAction,
-    TypeText,
-    format_tool_call,
-    parse_action,
-)
+from cua_agent.episode.actions import Click, Drag, Key, TypeText
+from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.parser import ParsedAction, parse_action
 from cua_agent.episode.prompting import (
     Prompt,
     PromptBudgetError,
@@ -30,6 +23,7 @@ from cua_agent.episode.prompting import (
     build_messages,
     system_prompt,
 )
+from cua_agent.episode.tool_calls import format_tool_call
 
 TINY_MODEL = os.path.expanduser("~/.cache/cua-areal/models/tiny-qwen2.5-vl")
 SCREEN = CoordinateMapping.identity(1280, 800)

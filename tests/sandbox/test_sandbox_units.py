@@ -39,6 +39,7 @@ def test_click_translates_to_one_xdotool_chain_without_sleeps():
         ({"type": "click", "x": 1280, "y": 3}, "outside"),
         ({"type": "click", "x": math.nan, "y": 3}, "outside"),
         ({"type": "click", "x": 1, "y": 3, "button": "fourth"}, "'button'"),
+        ({"type": "click", "x": 1, "y": 3, "button": ["left"]}, "'button'"),  # unhashable
         ({"type": "type", "text": ""}, "'text'"),
         ({"type": "type", "text": "a" * 5000}, "longer than"),
         ({"type": "key", "keys": "ctrl+$(reboot)"}, "invalid key name"),

@@ -29,12 +29,8 @@ LAYERS = [
 
 def layer_of(module: str) -> int | None:
     """Index of the most specific layer `module` belongs to (None: not ours)."""
-    best = None
-    for i, prefix in enumerate(LAYERS):
-        if module == prefix or module.startswith(prefix + "."):
-            if best is None or len(prefix) > len(LAYERS[best]):
-                best = i
-    return best
+    matches = [i for i, prefix in enumerate(LAYERS) if module == prefix or module.startswith(prefix + ".")]
+    return max(matches, key=lambda i: len(LAYERS[i]), default=None)
 
 
 def module_name(path: Path, repo: Path = REPO) -> str:
