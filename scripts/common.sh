@@ -27,13 +27,14 @@ vllm_python() { echo "$(env_dir vllm)/bin/python"; }
 podman_network_problem() {
   local image="${1:-}" backend err
   backend=$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null) || { echo "podman info failed"; return; }
-  # netavark sets up container networks with iptables; Debian's podman does not depend on it.
-  if [ "$backend" = netavark ] && [ ! -x /usr/sbin/iptables ] && ! command -v iptables >/dev/null; then
+  # netavark sets up container networks with the iptables it finds on PATH; Debian's podman does not
+  # depend on iptables, and without it every network fails with "netavark: No such file or directory".
+  if [ "$backend" = netavark ] && ! command -v iptables >/dev/null; then
     echo "podman's network backend (netavark) needs iptables, which is not installed (scripts/setup.sh system installs it)"
     return
   fi
   [ -n "$image" ] || return 0
-  if ! err=$(podman run --rm --network=bridge "$image" true 2>&1); then
+  if ! err=$(podman run --rm --network=bridge --entrypoint true "$image" 2>&1); then
     echo "a container with a bridge network does not start (network backend: $backend): $(echo "$err" | tail -3 | tr '\n' ' ')"
   fi
 }
