@@ -16,7 +16,7 @@ model server in bench/inference.py; here their speed would hide the machinery's)
 - sandbox → `FixedLatencySandbox`: reset / screenshot / step / evaluate each `asyncio.sleep` a fixed
   latency and return one pre-encoded 1280x800 PNG;
 - model → `FixedLatencyChat`: sleeps a fixed latency, then answers a valid Qwen-style click tool call
-  (`format_tool_call`), so the real parser runs and every turn steps the sandbox; it returns no CallRecord
+  (`format_tool_call`), so the real parser runs and every turn steps the sandbox; it returns no token ids
   (as evaluation clients do), so no training rows are built from processor outputs;
 - vLLM server → a local HTTP stub answering GET /health and POST /resume: all the engine's `initialize`
   asks (it health-checks servers, and resumes any a killed trainer left paused); no other request is
@@ -59,11 +59,11 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cua_agent.episode.actions import Click
-from cua_agent.episode.chat import ChatReply
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.model_call import ModelCall
 from sandbox.base import Sandbox
 
 SCREEN = (1280, 800)
@@ -122,14 +122,14 @@ class FixedLatencySandbox:
 
 
 class FixedLatencyChat:
-    """A chat client that answers the same valid click after a fixed latency (no CallRecord)."""
+    """A chat client that answers the same valid click after a fixed latency (no token ids)."""
 
     def __init__(self, latency_s: float, text: str):
         self.latency_s, self.text = latency_s, text
 
-    async def chat(self, messages: list[dict[str, Any]], images: list[bytes]) -> ChatReply:
+    async def chat(self, messages: list[dict[str, Any]], images: list[bytes]) -> ModelCall:
         await asyncio.sleep(self.latency_s)
-        return ChatReply(self.text)
+        return ModelCall(self.text)
 
 
 class StandInEpisode(RolloutWorkflow):

@@ -10,23 +10,19 @@ Failures are classified, never turned into reward 0:
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from cua_agent.episode.actions import Done
-from cua_agent.episode.chat import CallRecord, ChatClient
+from cua_agent.episode.chat import ChatClient
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.parser import ParseFailure, parse_action
-from cua_agent.episode.prompting import PromptBudgetError, Turn, build_messages
+from cua_agent.episode.prompting import PromptBudgetError, build_messages
+from cua_agent.episode.turn import Turn
 from cua_agent.inference.errors import InferenceServerError
 from sandbox.base import Sandbox
 from sandbox.errors import SandboxError, SandboxRequestError
-
-# The model's own input markup, stripped from its text before it is echoed into later prompts: the chat
-# template would turn it back into vision placeholders and shift the image slots.
-_VISION_MARKUP = re.compile(r"<\|(?:vision_start|vision_end|image_pad|video_pad)\|>")
 
 
 @dataclass(frozen=True)
@@ -40,21 +36,11 @@ class EpisodeConfig:
 
 
 @dataclass
-class TurnRecord:
-    output: str
-    call: CallRecord | None  # exact ids/logprobs/images (training client); None for evaluation clients
-    action: dict[str, Any] | None  # the sandbox payload executed, None if nothing was executed
-    note: str  # "ok", "done", "no valid action: ...", "rejected: ..."
-    model_s: float
-    env_s: float
-
-
-@dataclass
 class Episode:
     task_id: str
     seed: int
     instruction: str = ""
-    turns: list[TurnRecord] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
     task_reward: float | None = None
     format_failures: int = 0
     status: str = "running"  # done | max_turns | parse_failure | infra_error
@@ -104,12 +90,11 @@ async def _loop(
     if not ep.instruction:
         raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")
     screenshots = [await sandbox.screenshot()]
-    history: list[Turn] = []
     max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
     for _ in range(max_turns):
         prompt = build_messages(
             ep.instruction,
-            history,
+            ep.turns,
             screenshots,
             cfg.history_screenshots,
             mapping,
@@ -118,15 +103,13 @@ async def _loop(
             image_tokens=image_tokens,
         )
         t0 = time.monotonic()
-        reply = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
+        call = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
         model_s = time.monotonic() - t0
-        parsed = parse_action(reply.text, mapping)
+        parsed = parse_action(call.text, mapping)
 
         if isinstance(parsed, ParseFailure):
             ep.format_failures += 1
-            note = f"no valid action: {parsed.reason}"
-            ep.turns.append(TurnRecord(reply.text, reply.record, None, note, model_s, 0.0))
-            history.append(Turn(_VISION_MARKUP.sub("", reply.text), None, note))
+            ep.turns.append(Turn(call, None, f"no valid action: {parsed.reason}", model_s))
             screenshots.append(screenshots[-1])  # nothing happened: same screen
             if cfg.on_parse_failure == "end":
                 ep.status = "parse_failure"
@@ -134,20 +117,18 @@ async def _loop(
             continue
 
         if isinstance(parsed.action, Done):
-            ep.turns.append(TurnRecord(reply.text, reply.record, None, "done", model_s, 0.0))
+            ep.turns.append(Turn(call, parsed.action, "done", model_s))
             ep.status = "done"
             break
 
-        payload = parsed.action.to_wire()
         t1 = time.monotonic()
         try:
-            _, png = await sandbox.step(payload)
+            _, png = await sandbox.step(parsed.action.to_wire())
             note = "ok"
         except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
             ep.format_failures += 1
             note, png = f"rejected: {exc}", screenshots[-1]
-        ep.turns.append(TurnRecord(reply.text, reply.record, payload, note, model_s, time.monotonic() - t1))
-        history.append(Turn(_VISION_MARKUP.sub("", reply.text), parsed.action, note))
+        ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
         screenshots.append(png)
     else:
         ep.status = "max_turns"

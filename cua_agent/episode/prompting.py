@@ -1,10 +1,10 @@
 """System prompt and chat messages for one agent turn, within an enforced token budget.
 
 Layout of the messages (OpenAI chat format):
-    system     the action space and the output format (format_tool_call in actions.py)
+    system     the action space and the output format (format_tool_call in tool_calls.py)
     user       task instruction; a text log of earlier turns whose screenshots are not sent; the first
                screenshot of the window
-    assistant  the model's own output of that turn (echoed verbatim)
+    assistant  the model's own output of that turn (echoed verbatim, less vision markup)
     user       what that action did; the next screenshot
     ...        (one assistant/user pair per turn inside the window)
     user       ends with the current screenshot; the model answers next.
@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cua_agent.episode.actions import Action
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.tool_calls import to_arguments
+from cua_agent.episode.turn import Turn
 from sandbox.server.protocol import MAX_SCROLL, MAX_WAIT_S
+
+# The model's own input markup, stripped from its text before it is echoed into later prompts: the chat
+# template would turn it back into vision placeholders and shift the image slots.
+_VISION_MARKUP = re.compile(r"<\|(?:vision_start|vision_end|image_pad|video_pad)\|>")
 
 NOTE_CHARS = 200  # a result note longer than this is cut: notes are for the model, not for debugging
 
@@ -78,15 +83,6 @@ done; answer only when the task asks a question.
 
 # Coordinates
 {_coordinate_help(mapping)}"""
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One past turn: what the model said, what was parsed from it, what happened."""
-
-    output: str  # the model's raw output, echoed as the assistant message
-    action: Action | None  # None when nothing valid could be parsed
-    note: str = "ok"  # result for the model: "ok", "error: ...", "no valid action: ..."
 
 
 @dataclass(frozen=True)
@@ -154,7 +150,7 @@ def _render(
     user: list[dict[str, Any]] = [{"type": "text", "text": f"{text}\n\n{label}"}, parts[first]]
     messages: Messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     for i in range(first, n):
-        messages.append({"role": "assistant", "content": history[i].output})
+        messages.append({"role": "assistant", "content": _VISION_MARKUP.sub("", history[i].output)})
         label = "Current screenshot:" if i + 1 == n else f"Screenshot before turn {i + 2}:"
         result = f"Turn {i + 1} result: {_note(history[i].note)}\n\n{label}"
         messages.append({"role": "user", "content": [{"type": "text", "text": result}, parts[i + 1]]})

@@ -19,12 +19,12 @@ Training bookkeeping around it (which rows a batch trained on, stop signals) is 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from areal.api import ModelRequest, ModelResponse, ParamSpec, WeightUpdateMeta
@@ -37,8 +37,8 @@ from areal.utils import logging, name_resolve, names, stats_tracker
 
 from .errors import ServerUnavailableError
 from .http import RetryPolicy
+from .model_call import ModelCall
 from .vllm_server import (
-    Generation,
     SamplingParams,
     VLLMServer,
     close_loop_session,
@@ -78,16 +78,6 @@ class StockVLLMBackend(VLLMBackend):
         raise NotImplementedError(
             "a stock vLLM server takes weight updates from disk only: set actor.weight_update_mode=disk"
         )
-
-
-@dataclass
-class ChatTurn:
-    """A chat call as the trainer needs it: exact ids, logprobs and the weight version that produced them."""
-
-    generation: Generation
-    version: int
-    server: str
-    attempts: int = 1  # > 1 when a weight update aborted the turn and it was generated again
 
 
 class StockVLLMEngine(RemoteInfEngine):
@@ -181,7 +171,7 @@ class StockVLLMEngine(RemoteInfEngine):
     # ---- generation -------------------------------------------------------------------------------------
     async def achat(
         self, messages: list[dict[str, Any]], sampling: SamplingParams, *, rid: str | None = None
-    ) -> ChatTurn:
+    ) -> ModelCall:
         """One chat completion. If a weight update aborts it mid-way, the whole turn is generated again
         after the update (a chat turn cannot be continued from partial output), so every token of the
         result comes from one weight version."""
@@ -191,9 +181,9 @@ class StockVLLMEngine(RemoteInfEngine):
             await self._wait_unpaused()
             version = self.get_version()
             attempts += 1
-            gen = await self._generate(address, lambda s: s.chat(messages, sampling))
-            if gen.finish_reason != "abort":
-                return ChatTurn(gen, version, address, attempts)
+            call = await self._generate(address, lambda s: s.chat(messages, sampling))
+            if call.finish_reason != "abort":
+                return dataclasses.replace(call, version=version, attempts=attempts)
             await asyncio.sleep(0.2)
 
     async def agenerate(self, req: ModelRequest) -> ModelResponse:
@@ -246,7 +236,7 @@ class StockVLLMEngine(RemoteInfEngine):
         )
 
     # ---- server faults ----------------------------------------------------------------------------------
-    async def _generate(self, address: str, call: Callable[[VLLMServer], Any]) -> Generation:
+    async def _generate(self, address: str, call: Callable[[VLLMServer], Any]) -> ModelCall:
         """`call` on the server; if the server is unavailable after its retries, wait for it to recover
         (and get our weights back) and try once more."""
         server = self.server(address)

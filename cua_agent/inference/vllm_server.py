@@ -19,6 +19,7 @@ import aiohttp
 
 from .errors import MalformedResponseError
 from .http import DEFAULT_RETRY, RetryPolicy, request_json
+from .model_call import ModelCall
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = (
     weakref.WeakKeyDictionary()
@@ -82,18 +83,6 @@ class SamplingParams:
         return payload
 
 
-@dataclass
-class Generation:
-    """One model call as the trainer must see it."""
-
-    prompt_token_ids: list[int]
-    output_token_ids: list[int]
-    output_logprobs: list[float]
-    finish_reason: str  # "stop" | "length" | "abort" | ...
-    text: str
-    latency_s: float
-
-
 class VLLMServer:
     """One vLLM server. Methods are coroutines; each request is bounded by `policy`."""
 
@@ -118,7 +107,7 @@ class VLLMServer:
         )
 
     # ---- generation -------------------------------------------------------------------------------------
-    async def chat(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> Generation:
+    async def chat(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> ModelCall:
         """Chat completion with images; returns the server's own prompt ids and the sampled ids + logprobs."""
         payload = {
             "messages": messages,
@@ -143,9 +132,11 @@ class VLLMServer:
                 self.address, "/v1/chat/completions", f"missing field: {exc!r}"
             ) from exc
         self._check_ids(prompt_ids, output_ids, logprobs, "/v1/chat/completions")
-        return Generation(prompt_ids, output_ids, logprobs, finish, text, time.perf_counter() - start)
+        return ModelCall(
+            text, prompt_ids, output_ids, logprobs, finish, time.perf_counter() - start, server=self.address
+        )
 
-    async def complete_tokens(self, prompt_token_ids: list[int], sampling: SamplingParams) -> Generation:
+    async def complete_tokens(self, prompt_token_ids: list[int], sampling: SamplingParams) -> ModelCall:
         """Token-in, token-out completion (text-only prompts)."""
         payload = {
             "prompt": list(prompt_token_ids),
@@ -167,7 +158,9 @@ class VLLMServer:
             raise MalformedResponseError(self.address, "/v1/completions", f"missing field: {exc!r}") from exc
         prompt_ids = list(prompt_token_ids)
         self._check_ids(prompt_ids, output_ids, logprobs, "/v1/completions")
-        return Generation(prompt_ids, output_ids, logprobs, finish, text, time.perf_counter() - start)
+        return ModelCall(
+            text, prompt_ids, output_ids, logprobs, finish, time.perf_counter() - start, server=self.address
+        )
 
     def _check_ids(self, prompt: Any, output: Any, logprobs: list[float], endpoint: str) -> None:
         if not isinstance(prompt, list) or not isinstance(output, list):

@@ -40,26 +40,24 @@ class RolloutRecorder:
             episode_id = uuid.uuid4().hex[:12]
             turns = []
             for i, t in enumerate(ep.turns):
-                turn: dict[str, Any] = {
-                    "output": t.output,
-                    "action": t.action,
-                    "note": t.note,
-                    "model_s": round(t.model_s, 3),
-                    "env_s": round(t.env_s, 3),
-                }
-                if t.call is not None:
-                    turn |= {
+                turns.append(
+                    {
+                        "output": t.output,
+                        "action": t.wire,
+                        "note": t.note,
+                        "model_s": round(t.model_s, 3),
+                        "env_s": round(t.env_s, 3),
                         "prompt_tokens": len(t.call.prompt_token_ids),
                         "output_tokens": len(t.call.output_token_ids),
                         "version": t.call.version,
                         "images": len(t.call.images),
                         "attempts": t.call.attempts,
                     }
-                    if self.screenshots_dir is not None and t.call.images:
-                        d = self.screenshots_dir / episode_id
-                        d.mkdir(parents=True, exist_ok=True)
-                        (d / f"turn{i:02d}.png").write_bytes(t.call.images[-1])
-                turns.append(turn)
+                )
+                if self.screenshots_dir is not None and t.call.images:
+                    d = self.screenshots_dir / episode_id
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / f"turn{i:02d}.png").write_bytes(t.call.images[-1])
             record = {
                 "time": time.time(),
                 "group": group_id,

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from cua_agent.episode.chat import CallRecord
 from cua_agent.episode.model_view import ModelView
+from cua_agent.inference.model_call import ModelCall
 
 
 class RowMismatchError(RuntimeError):
@@ -22,7 +22,7 @@ class RowBuilder:
     def __init__(self, view: ModelView):
         self.view = view
 
-    def row(self, call: CallRecord, reward: float) -> dict[str, Any]:
+    def row(self, call: ModelCall, reward: float) -> dict[str, Any]:
         """One training row for one model call."""
         prompt, out = call.prompt_token_ids, call.output_token_ids
         images = [Image.open(io.BytesIO(png)).convert("RGB") for png in call.images]

@@ -110,7 +110,7 @@ class CUAWorkflow(RolloutWorkflow):
         usable: list[tuple[Episode, list[dict[str, Any]]]] = []
         for ep in ok:
             try:
-                usable.append((ep, [self.rows.row(t.call, 0.0) for t in ep.turns if t.call is not None]))
+                usable.append((ep, [self.rows.row(t.call, 0.0) for t in ep.turns]))
             except RowMismatchError as exc:
                 ep.status, ep.error = "infra_error", f"RowMismatchError: {exc}"
                 self.stats["infra_failures"] += 1

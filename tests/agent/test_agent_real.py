@@ -16,12 +16,12 @@ import pytest
 from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.episode.actions import Click, Done, TypeText
-from cua_agent.episode.chat import ChatReply
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
 from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.model_call import ModelCall
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.workflow import CUAWorkflow
 from sandbox.backends import make_backend
@@ -60,18 +60,18 @@ class ScriptedPolicy:
             ]
         raise AssertionError(task)
 
-    async def chat(self, messages, images) -> ChatReply:
+    async def chat(self, messages, images) -> ModelCall:
         assert images and messages[-1]["role"] == "user"
         if self.plan is None:
             self.plan = await self._make_plan()
         self.calls += 1
         action = self.plan.pop(0) if self.plan else Done(success=True)
-        return ChatReply(f"Looking at the screen, I act.\n{format_tool_call(action, self.mapping)}")
+        return ModelCall(f"Looking at the screen, I act.\n{format_tool_call(action, self.mapping)}")
 
 
 class Garbage:
-    async def chat(self, messages, images) -> ChatReply:
-        return ChatReply("I think the button is somewhere { not json ) <tool_call> {'x': nan}")
+    async def chat(self, messages, images) -> ModelCall:
+        return ModelCall("I think the button is somewhere { not json ) <tool_call> {'x': nan}")
 
 
 @pytest.fixture(scope="module")
@@ -176,4 +176,6 @@ async def test_evaluation_client_runs_an_episode_over_the_openai_api(vllm_server
     finally:
         await client.close()
     assert ep.ok and ep.status == "max_turns" and len(ep.turns) == 2, ep.error
-    assert all(t.call is None and t.output for t in ep.turns)  # text only: evaluation records no ids
+    assert all(
+        not t.call.output_token_ids and t.output for t in ep.turns
+    )  # text only: evaluation records no ids

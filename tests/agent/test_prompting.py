@@ -19,11 +19,12 @@ from cua_agent.episode.parser import ParsedAction, parse_action
 from cua_agent.episode.prompting import (
     Prompt,
     PromptBudgetError,
-    Turn,
     build_messages,
     system_prompt,
 )
 from cua_agent.episode.tool_calls import format_tool_call
+from cua_agent.episode.turn import Turn
+from cua_agent.inference.model_call import ModelCall
 
 TINY_MODEL = os.path.expanduser("~/.cache/cua-areal/models/tiny-qwen2.5-vl")
 SCREEN = CoordinateMapping.identity(1280, 800)
@@ -44,7 +45,7 @@ def episode(n_turns: int, size: tuple[int, int] = (32, 20)) -> tuple[list[Turn],
         act = [Click(10 * i, 5 * i), TypeText(f"text {i}"), Key("ctrl+s"), None, Drag(1, 2, 3 * i, 4)][i % 5]
         out = f"turn {i} thinking. " + (format_tool_call(act, SCREEN) if act else "I am not sure what to do")
         note = "ok" if act else "no valid action: no action found"
-        history.append(Turn(out, act, note))
+        history.append(Turn(ModelCall(out), act, note))
     return history, [png(i, size) for i in range(n_turns + 1)]
 
 
@@ -132,9 +133,9 @@ def test_k_of_one_keeps_only_the_current_screen():
 
 def test_log_uses_the_models_coordinates_and_says_what_happened():
     history = [
-        Turn("x", Click(640, 400), "ok"),
-        Turn("garbage", None, "no valid action:\n  unknown action 'fly'"),
-        Turn("y", TypeText("hi"), "error: " + "e" * 1000),
+        Turn(ModelCall("x"), Click(640, 400), "ok"),
+        Turn(ModelCall("garbage"), None, "no valid action:\n  unknown action 'fly'"),
+        Turn(ModelCall("y"), TypeText("hi"), "error: " + "e" * 1000),
     ]
     shots = [png(i) for i in range(4)]
     p = build_messages(INSTRUCTION, history, shots, 1, RELATIVE)
@@ -281,7 +282,7 @@ def test_budget_error_names_the_numbers():
 
 def test_huge_model_outputs_in_history_are_budgeted_away():
     history, shots = episode(4)
-    history[3] = Turn("word " * 5000, None, "no valid action")
+    history[3] = Turn(ModelCall("word " * 5000), None, "no valid action")
     p = budgeted(history, shots, 3, 600)
     check_well_formed(p, shots)
     assert p.n_tokens is not None and p.n_tokens <= 600

@@ -13,9 +13,11 @@ import torch
 from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.config import AgentConfig, SandboxConfig
-from cua_agent.episode.chat import CallRecord
-from cua_agent.episode.loop import Episode, TurnRecord
+from cua_agent.episode.actions import Click
+from cua_agent.episode.loop import Episode
+from cua_agent.episode.turn import Turn
 from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.model_call import ModelCall
 from cua_agent.rollout.rewards import normalise_group
 from cua_agent.rollout.workflow import CUAWorkflow
 from tests.inference.reference import screenshot
@@ -56,7 +58,7 @@ def png(seed: int) -> bytes:
     return buf.getvalue()
 
 
-def call(wf: CUAWorkflow, n_images: int, n_out: int, seed: int) -> CallRecord:
+def call(wf: CUAWorkflow, n_images: int, n_out: int, seed: int) -> ModelCall:
     """A call as the server returns it: the chat template applied, image pads expanded."""
     images = [png(seed + i) for i in range(n_images)]
     content = [{"type": "image"} for _ in images] + [{"type": "text", "text": "Click OK."}]
@@ -70,14 +72,14 @@ def call(wf: CUAWorkflow, n_images: int, n_out: int, seed: int) -> CallRecord:
     prompt = proc(text=[text], images=pil or None, return_tensors="pt")["input_ids"][0].tolist()
     g = torch.Generator().manual_seed(seed)
     out = torch.randint(0, 1000, (n_out,), generator=g).tolist()
-    return CallRecord(
+    return ModelCall(
+        "<tool_call>{}</tool_call>",
         prompt,
         out,
         [-float(i + 1) for i in range(n_out)],
+        latency_s=0.1,
         version=3,
         images=images,
-        finish_reason="stop",
-        latency_s=0.1,
     )
 
 
@@ -87,9 +89,7 @@ def episode(
     ep = Episode("miniwob/click-test", seed, "Click OK.", task_reward=reward, status=status)
     for t in range(turns):
         c = call(wf, n_images=min(t + 1, 2), n_out=3 + t, seed=seed * 10 + t)
-        ep.turns.append(
-            TurnRecord("<tool_call>{}</tool_call>", c, {"type": "click", "x": 1, "y": 2}, "ok", 0.1, 0.02)
-        )
+        ep.turns.append(Turn(c, Click(1, 2), "ok", 0.1, 0.02))
     return ep
 
 

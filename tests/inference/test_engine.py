@@ -58,7 +58,7 @@ class ScreenshotChat(RolloutWorkflow):
         turn = await engine.achat(
             chat_messages(images, "Click OK."), SamplingParams(max_tokens=8, seed=data["seed"])
         )
-        g = turn.generation
+        g = turn
         ids = g.prompt_token_ids + g.output_token_ids
         n_prompt, n_out = len(g.prompt_token_ids), len(g.output_token_ids)
         return {
@@ -180,8 +180,8 @@ def test_turn_aborted_by_weight_update_is_regenerated_whole(engine):
         engine.resume()
         turn = fut.result(timeout=300)
     assert turn.attempts == 2
-    assert turn.generation.finish_reason in ("stop", "length")
-    assert len(turn.generation.output_token_ids) == len(turn.generation.output_logprobs) > 0
+    assert turn.finish_reason in ("stop", "length")
+    assert len(turn.output_token_ids) == len(turn.output_logprobs) > 0
 
 
 def test_pause_and_resume_around_an_update_skip_a_server_that_is_down(engine):

@@ -56,12 +56,11 @@ class SyntheticChatWorkflow(RolloutWorkflow):
         ip = self.processor.image_processor
         pixels = ip(images=[image], return_tensors="pt")
         n_image_tokens = int((pixels["image_grid_thw"].prod(-1) // ip.merge_size**2).sum())
-        rewards = torch.tensor([token_reward(t.generation.output_token_ids, self.vocab_size) for t in turns])
+        rewards = torch.tensor([token_reward(t.output_token_ids, self.vocab_size) for t in turns])
         rewards = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-6)
         rows = []
         for turn, reward in zip(turns, rewards, strict=True):
-            g = turn.generation
-            prompt, out = g.prompt_token_ids, g.output_token_ids
+            prompt, out = turn.prompt_token_ids, turn.output_token_ids
             seen = sum(t == self.image_token_id for t in prompt)
             if seen != n_image_tokens:
                 raise AssertionError(f"{seen} image tokens in the prompt, processor expects {n_image_tokens}")
@@ -71,7 +70,7 @@ class SyntheticChatWorkflow(RolloutWorkflow):
                     "input_ids": torch.tensor([ids]),
                     "attention_mask": torch.ones(1, len(ids), dtype=torch.bool),
                     "loss_mask": torch.tensor([[0] * len(prompt) + [1] * len(out)], dtype=torch.int32),
-                    "logprobs": torch.tensor([[0.0] * len(prompt) + g.output_logprobs]),
+                    "logprobs": torch.tensor([[0.0] * len(prompt) + turn.output_logprobs]),
                     "versions": torch.tensor(
                         [[-1] * len(prompt) + [turn.version] * len(out)], dtype=torch.int32
                     ),

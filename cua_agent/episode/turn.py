@@ -1,0 +1,31 @@
+"""One turn of an episode: what the model was asked and answered (its `ModelCall`), the action parsed from
+the answer, and what happened. The prompt of later turns echoes it; the recorder logs it; the workflow
+turns its call into a training row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cua_agent.episode.actions import Action, Done
+from cua_agent.inference.model_call import ModelCall
+
+
+@dataclass
+class Turn:
+    call: ModelCall
+    action: Action | None  # None when nothing valid could be parsed
+    note: str = "ok"  # "ok", "done", "no valid action: ...", "rejected: ..." (shown to the model next turn)
+    model_s: float = 0.0  # waiting for the model
+    env_s: float = 0.0  # the action and the screenshot after it
+
+    @property
+    def output(self) -> str:
+        return self.call.text
+
+    @property
+    def wire(self) -> dict[str, Any] | None:
+        """The payload sent to the sandbox; None when nothing was sent (no valid action, or done)."""
+        if self.action is None or isinstance(self.action, Done):
+            return None
+        return self.action.to_wire()
