@@ -29,13 +29,13 @@ from sandbox.pool import SandboxPool
 
 IN_BOX = r"""
 import json, sys, time
-from sandbox.server.actions import parse_action
+from sandbox.server.xdotool import to_xdotool
 from sandbox.server.display import Display
 d = Display(1280, 800, display=":0", window_manager=False)
 n = int(sys.argv[1]); out = []
 for i in range(n):
     t0 = time.perf_counter()
-    act = parse_action({"type": "click", "x": 600 + (i % 2) * 40, "y": 500}, 1280, 800)
+    act = to_xdotool({"type": "click", "x": 600 + (i % 2) * 40, "y": 500}, 1280, 800)
     d.run_input(act.xdotool, act.pointer)
     d.screenshot_png()
     out.append(time.perf_counter() - t0)

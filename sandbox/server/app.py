@@ -3,7 +3,7 @@
 Routes (all need `Authorization: Bearer <token>`):
   GET  /health                      liveness and screen geometry
   GET  /screenshot?max_width=&max_height=   PNG of the screen, optionally downscaled
-  POST /action        {"type": ..., ...}    one typed OS-level action (see actions.py)
+  POST /action        {"type": ..., ...}    one typed OS-level action (see xdotool.py; the vocabulary is protocol.py)
   POST /step          {"action": {...}, "max_width": ..}  action then screenshot in one round trip:
                       PNG body, the action's result JSON in the X-Action-Result header
   POST /task/reset    {"task_id": "miniwob/click-test", "seed": 3} -> {"instruction": ...}
@@ -26,9 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from sandbox.server.actions import ActionError, parse_action
 from sandbox.server.display import Display, DisplayError
 from sandbox.server.runtimes.base import Runtime, TaskError
+from sandbox.server.xdotool import ActionError, to_xdotool
 
 MAX_BODY = 1 << 20
 
@@ -92,7 +92,7 @@ class Controller:
             return self.display.screenshot_png(mw, mh)
 
     def action(self, body: Any) -> dict[str, Any]:
-        act = parse_action(body, self.display.width, self.display.height)
+        act = to_xdotool(body, self.display.width, self.display.height)
         wait_change = body.get("wait_change_s", 0)
         if (
             isinstance(wait_change, bool)

@@ -23,7 +23,6 @@ from cua_agent.episode.actions import (
     TypeText,
     Wait,
 )
-from sandbox.server.actions import parse_action as server_parse
 from sandbox.server.protocol import (
     ACTION_TYPES,
     KEY_NAMES,
@@ -38,6 +37,7 @@ from sandbox.server.protocol import (
     ActionError,
     normalize_keys,
 )
+from sandbox.server.xdotool import to_xdotool as server_parse
 from tests.agent.action_cases import from_wire, safe_text, screen_actions
 
 # ------------------------------------------------------------------------------------ typed actions

@@ -31,8 +31,8 @@ from cua_agent.episode.parser import (
     parse_action,
 )
 from cua_agent.episode.tool_calls import format_tool_call, to_arguments
-from sandbox.server.actions import parse_action as server_parse
 from sandbox.server.protocol import MAX_SCROLL, MAX_TEXT, MAX_WAIT_S
+from sandbox.server.xdotool import to_xdotool as server_parse
 from tests.agent.action_cases import (
     IDENTITY,
     KEY_INPUTS,

@@ -15,7 +15,7 @@ from sandbox.base import Backend, Sandbox, SandboxSpec
 from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
 from sandbox.oracle import supported_tasks
 from sandbox.pool import SandboxPool
-from sandbox.server.actions import ActionError, parse_action
+from sandbox.server.xdotool import ActionError, to_xdotool
 from sandbox.tasks import TaskSpecError, load_tasks, parse_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # -- actions ---------------------------------------------------------------------------------------
 def test_click_translates_to_one_xdotool_chain_without_sleeps():
-    act = parse_action({"type": "click", "x": 10.4, "y": 20}, 1280, 800)
+    act = to_xdotool({"type": "click", "x": 10.4, "y": 20}, 1280, 800)
     assert act.xdotool == ["mousemove", "10", "20", "click", "--repeat", "1", "--delay", "0", "1"]
     assert act.pointer == (10, 20)
 
@@ -50,13 +50,13 @@ def test_click_translates_to_one_xdotool_chain_without_sleeps():
 )
 def test_malformed_actions_name_the_problem(payload, fragment):
     with pytest.raises(ActionError, match=None) as err:
-        parse_action(payload, 1280, 800)
+        to_xdotool(payload, 1280, 800)
     assert fragment in str(err.value)
 
 
 def test_key_aliases_and_text_starting_with_dash():
-    assert parse_action({"type": "key", "keys": "Ctrl+Enter"}, 10, 10).xdotool[-1] == "ctrl+Return"
-    assert parse_action({"type": "type", "text": "--help"}, 10, 10).xdotool[-2:] == ["--", "--help"]
+    assert to_xdotool({"type": "key", "keys": "Ctrl+Enter"}, 10, 10).xdotool[-1] == "ctrl+Return"
+    assert to_xdotool({"type": "type", "text": "--help"}, 10, 10).xdotool[-2:] == ["--", "--help"]
 
 
 json_values = st.recursive(
@@ -86,7 +86,7 @@ json_values = st.recursive(
 )
 def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
     try:
-        act = parse_action(payload, 1280, 800)
+        act = to_xdotool(payload, 1280, 800)
     except ActionError:
         return
     if act.pointer is not None:

@@ -25,7 +25,9 @@ _XBUTTON = dict(zip(BUTTONS, ("1", "2", "3"), strict=True))  # xdotool's button 
 
 
 @dataclass(frozen=True)
-class Action:
+class XdotoolCommand:
+    """One wire action as the display runs it."""
+
     type: str
     xdotool: list[str]  # arguments of one chained xdotool call (empty for wait)
     pointer: tuple[int, int] | None = None  # where the pointer must end up
@@ -45,7 +47,7 @@ def _int(payload: dict, field: str, lo: int, hi: int, default: int | None = None
     return round(val)
 
 
-def parse_action(payload: Any, width: int, height: int) -> Action:
+def to_xdotool(payload: Any, width: int, height: int) -> XdotoolCommand:
     if not isinstance(payload, dict):
         raise ActionError("action must be a JSON object")
     kind = payload.get("type")
@@ -59,13 +61,13 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
         x, y = xy()
         move = ["mousemove", str(x), str(y)]
         if kind == "move":
-            return Action(kind, move, (x, y))
+            return XdotoolCommand(kind, move, (x, y))
         button = payload.get("button", DEFAULT_BUTTON[kind])
         if button not in BUTTONS:  # the tuple, not the dict: a JSON list or object is unhashable
             raise ActionError(f"'button' must be one of {', '.join(BUTTONS)}; got {button!r}")
         repeat = "2" if kind == "double_click" else "1"
         # --delay 0: xdotool's default sleeps 100 ms after each click.
-        return Action(
+        return XdotoolCommand(
             kind,
             [*move, "click", "--repeat", repeat, "--delay", "60" if repeat == "2" else "0", _XBUTTON[button]],
             (x, y),
@@ -79,7 +81,7 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
         for mx, my in mid:
             args += ["mousemove", str(mx), str(my), "sleep", "0.02"]
         args += ["mousemove", str(tx), str(ty), "sleep", "0.02", "mouseup", "1"]
-        return Action(kind, args, (tx, ty))
+        return XdotoolCommand(kind, args, (tx, ty))
     if kind == "scroll":
         x, y = xy()
         dx = _int(payload, "dx", -MAX_SCROLL, MAX_SCROLL, 0)
@@ -90,12 +92,12 @@ def parse_action(payload: Any, width: int, height: int) -> Action:
         for amount, neg, pos in ((dy, "4", "5"), (dx, "6", "7")):
             if amount:
                 args += ["click", "--repeat", str(abs(amount)), "--delay", "10", pos if amount > 0 else neg]
-        return Action(kind, args, (x, y))
+        return XdotoolCommand(kind, args, (x, y))
     if kind == "type":
         text = check_text("text", payload.get("text"))
         # "--" so text starting with '-' is not read as an option.
-        return Action(kind, ["type", "--clearmodifiers", "--delay", "8", "--", text])
+        return XdotoolCommand(kind, ["type", "--clearmodifiers", "--delay", "8", "--", text])
     if kind == "key":
-        return Action(kind, ["key", "--clearmodifiers", normalize_keys(payload.get("keys"))])
+        return XdotoolCommand(kind, ["key", "--clearmodifiers", normalize_keys(payload.get("keys"))])
     # wait
-    return Action(kind, [], None, check_seconds(payload.get("seconds", DEFAULT_WAIT_S)))
+    return XdotoolCommand(kind, [], None, check_seconds(payload.get("seconds", DEFAULT_WAIT_S)))
