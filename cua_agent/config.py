@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from areal.api.cli_args import GRPOConfig
 
 from cua_agent.episode.actions import CONVENTIONS
+from sandbox.backends import BACKENDS
 from sandbox.backends.docker import check_docker_hosts
 
 PARSE_FAILURE_MODES = ("noop", "end")
-SANDBOX_BACKENDS = ("docker", "local")
+SANDBOX_BACKENDS = BACKENDS
 
 
 class ConfigError(ValueError):

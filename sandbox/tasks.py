@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.backends import BACKENDS
 from sandbox.base import SandboxSpec
 
 SPLITS = ("train", "val", "test")
-BACKENDS = ("docker", "local")
 TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags"}
 SANDBOX_FIELDS = {"backend", "image", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "screen"}

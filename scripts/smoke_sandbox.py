@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox.backends import make_backend
+from sandbox.backends import BACKENDS, make_backend
 from sandbox.base import SandboxSpec
 from sandbox.oracle import random_actions, solve, supported_tasks
 from sandbox.pool import SandboxPool
@@ -93,7 +93,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", default="docker", choices=["docker", "local"])
+    ap.add_argument("--backend", default="docker", choices=BACKENDS)
     ap.add_argument("--image", default="cua-sandbox:latest")
     ap.add_argument("--agent", default="oracle", choices=["oracle", "random"])
     ap.add_argument(

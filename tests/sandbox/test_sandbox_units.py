@@ -93,6 +93,14 @@ def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
     assert all(isinstance(a, str) for a in act.xdotool)
 
 
+def test_an_unknown_backend_name_lists_the_known_ones():
+    from sandbox.backends import BACKENDS, make_backend
+
+    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local\)"):
+        make_backend("vm")
+    assert BACKENDS == ("docker", "local")
+
+
 # -- task specs ------------------------------------------------------------------------------------
 def test_shipped_task_files_are_valid_and_solvable():
     miniwob = load_tasks(REPO / "tasks" / "miniwob.jsonl")
