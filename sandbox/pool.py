@@ -91,7 +91,7 @@ class SandboxPool:
     ) -> None:
         if max_size < 1 or not 0 <= warm <= max_size:
             raise ValueError("need max_size >= 1 and 0 <= warm <= max_size")
-        self.backend, self.spec = backend, spec or SandboxSpec(backend=backend.name)
+        self.backend, self.spec = backend, spec or SandboxSpec()
         self.max_size, self.warm, self.warmup_task = max_size, warm, warmup_task
         self.start_retries, self.acquire_timeout = start_retries, acquire_timeout
         self.health_timeout, self.recycle_after = health_timeout, recycle_after

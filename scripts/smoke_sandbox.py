@@ -58,7 +58,7 @@ async def main_async(args: argparse.Namespace) -> int:
         task_ids = list(dict.fromkeys(t.task_id for t in specs if t.task_id in known))
     task_ids = task_ids[: args.n] if args.n else task_ids
     backend = make_backend(args.backend)
-    spec = SandboxSpec(backend=args.backend, image=args.image)
+    spec = SandboxSpec(image=args.image)
     results = []
     async with SandboxPool(backend, spec, max_size=args.boxes, warm=args.boxes) as pool:
         sem = asyncio.Semaphore(args.boxes)

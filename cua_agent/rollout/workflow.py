@@ -148,7 +148,7 @@ class CUAWorkflow(RolloutWorkflow):
         self.rewards = RewardConfig(format_penalty=agent.format_penalty, turn_discount=agent.turn_discount)
         sb = config.sandbox
         self.sandbox_cfg = sb
-        self.spec = SandboxSpec(backend=sb.backend, image=sb.image)
+        self.spec = SandboxSpec(image=sb.image)
         if rollouts_path is None and getattr(config, "cluster", None) is not None and agent.rollouts_file:
             rollouts_path = Path(config.cluster.fileroot) / agent.rollouts_file  # outputs/<experiment>/
             rank = int(os.environ.get("RANK", "0"))

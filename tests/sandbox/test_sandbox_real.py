@@ -202,7 +202,7 @@ async def test_box_killed_mid_episode_raises_typed_error_quickly(docker_backend)
 async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
     from sandbox.backends.local import kill_session
 
-    sb = await local_backend.start(SandboxSpec(backend="local"))
+    sb = await local_backend.start(SandboxSpec())
     try:
         await sb.reset("miniwob/click-test", 0)
         kill_session(local_backend.procs[sb.id].pid, grace=0)  # a crash, not a shutdown

@@ -116,7 +116,6 @@ GOOD = {
     "task_id": "miniwob/click-test",
     "instruction": None,
     "sandbox": {
-        "backend": "docker",
         "image": "cua-sandbox:latest",
         "resources": {"memory_mb": 1024, "cpus": 1, "pids": 256, "screen": "1280x800"},
     },
@@ -152,7 +151,7 @@ def test_task_spec_errors_name_line_and_field(tmp_path, change, field):
 def test_task_spec_roundtrip_and_json_errors(tmp_path):
     spec = parse_task(GOOD)
     assert parse_task(spec.to_dict()) == spec
-    assert spec.sandbox.screen == (1280, 800) and spec.sandbox.pids == 256
+    assert spec.sandbox_spec().screen == (1280, 800) and spec.sandbox_spec().pids == 256
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(GOOD) + "\n{oops\n")
     with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: not valid JSON"):
@@ -160,6 +159,35 @@ def test_task_spec_roundtrip_and_json_errors(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
     with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: field 'task_id'.*line 1"):
         load_tasks(path)
+
+
+def test_a_row_naming_a_backend_is_refused_with_where_to_choose_it(tmp_path):
+    path = tmp_path / "t.jsonl"
+    row = {**GOOD, "sandbox": {**GOOD["sandbox"], "backend": "docker"}}
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(TaskSpecError) as err:
+        load_tasks(path)
+    assert "t.jsonl:1: field 'sandbox.backend'" in str(err.value)
+    assert "chosen by sandbox.backend in the config" in str(err.value)
+
+
+def test_a_rows_sandbox_block_overrides_the_runs_defaults():
+    run = SandboxSpec(image="cua-sandbox:abc123", memory_mb=2048, cpus=2.0)
+    desktop = load_tasks(REPO / "tasks" / "desktop.jsonl")[0]
+    assert desktop.sandbox_spec(run) == SandboxSpec(
+        image="cua-sandbox:abc123", memory_mb=1024, cpus=1.0, pids=512, screen=(1280, 800)
+    )
+    own = {"image": "cua-office:1", "resources": {"screen": "1024x768"}}
+    assert SandboxSpec.from_dict(own, base=run) == SandboxSpec(
+        image="cua-office:1", memory_mb=2048, cpus=2.0, screen=(1024, 768)
+    )
+    assert SandboxSpec.from_dict(None, base=run) == run
+    with pytest.raises(ValueError, match=r"sandbox\.backend"):
+        SandboxSpec.from_dict({"backend": "docker"})
+    # What a training row carries is what the task file says, so the run's image applies where it names none.
+    assert parse_task(desktop.to_dict()).sandbox == {
+        "resources": {"memory_mb": 1024, "cpus": 1.0, "pids": 512, "screen": "1280x800"}
+    }
 
 
 # -- pool bookkeeping with a fake backend -------------------------------------------------------------
