@@ -148,7 +148,7 @@ class CUAWorkflow(RolloutWorkflow):
         self.rewards = RewardConfig(format_penalty=agent.format_penalty, turn_discount=agent.turn_discount)
         sb = config.sandbox
         self.sandbox_cfg = sb
-        self.spec = SandboxSpec(image=sb.image)
+        self.spec = SandboxSpec(image=sb.image)  # the run's defaults; a row's `sandbox` block overrides them
         if rollouts_path is None and getattr(config, "cluster", None) is not None and agent.rollouts_file:
             rollouts_path = Path(config.cluster.fileroot) / agent.rollouts_file  # outputs/<experiment>/
             rank = int(os.environ.get("RANK", "0"))
@@ -289,7 +289,8 @@ class CUAWorkflow(RolloutWorkflow):
     async def _episode(self, engine: StockVLLMEngine, pool: SandboxPool, task: dict[str, Any]) -> Episode:
         client = EngineChatClient(engine, self.sampling, rid=uuid.uuid4().hex)
         try:
-            sb = await pool.acquire(self.sandbox_cfg.acquire_timeout_s)
+            spec = SandboxSpec.from_dict(task.get("sandbox"), base=self.spec)
+            sb = await pool.acquire(spec, timeout=self.sandbox_cfg.acquire_timeout_s)
         except SandboxError as exc:
             return Episode(task["task_id"], int(task["seed"]), status="infra_error", error=f"acquire: {exc}")
         mapping = self.view.mapping(*sb.spec.screen)

@@ -216,9 +216,11 @@ class FakeBackend(Backend):
         super().__init__("fake-run")
         self.boxes: dict[str, FakeBox] = {}
         self.fail_first, self.start_delay, self.starts = fail_first, start_delay, 0
+        self.started_with: list[SandboxSpec] = []
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         self.starts += 1
+        self.started_with.append(spec)
         await asyncio.sleep(self.start_delay)
         if self.starts <= self.fail_first:
             raise SandboxStartError("boom")
@@ -293,3 +295,48 @@ async def test_broken_box_is_destroyed_on_release():
             async with pool.sandbox() as sb:
                 raise SandboxDied("box died mid-episode")
         assert sb.id not in backend.boxes and pool.size == {"idle": 0, "busy": 0, "total": 0}
+
+
+DESKTOP = SandboxSpec(memory_mb=1024)
+OWN_IMAGE = SandboxSpec(image="cua-office:1", screen=(1024, 768))
+
+
+async def test_boxes_of_several_specs_share_one_pool():
+    backend = FakeBackend()
+    async with _pool(backend, max_size=2, warm=1) as pool:
+        assert backend.started_with == [SandboxSpec()]  # warm boxes: the pool's spec
+        warm = await pool.acquire()
+        d = await pool.acquire(DESKTOP)
+        assert d.spec == DESKTOP and backend.started_with[-1] == DESKTOP
+        with pytest.raises(SandboxTimeout):  # one max_size for all specs
+            await pool.acquire(OWN_IMAGE, timeout=0.2)
+        await pool.release(d)
+        assert await pool.acquire(DESKTOP) is d  # an idle box of the same spec is handed out again
+        await pool.release(d)
+        await pool.release(warm)
+        # Full, with idle boxes of other specs only: the one idle longest (d) is stopped to make room.
+        o = await pool.acquire(OWN_IMAGE)
+        assert o.spec == OWN_IMAGE and d.id not in backend.boxes and warm.id in backend.boxes
+        assert pool.stats["stopped_for_other_spec"] == 1 and pool.size == {"idle": 1, "busy": 1, "total": 2}
+        assert await pool.acquire() is warm
+        await pool.release(o)
+        await pool.release(warm)
+    assert backend.boxes == {}
+
+
+async def test_a_waiting_acquire_of_another_spec_gets_the_slot_of_a_released_box():
+    backend = FakeBackend()
+    async with _pool(backend, max_size=1) as pool:
+        sb = await pool.acquire()
+        waiter = asyncio.ensure_future(pool.acquire(DESKTOP, timeout=2))
+        await asyncio.sleep(0.05)
+        await pool.release(sb)
+        d = await waiter
+        assert d.spec == DESKTOP and sb.id not in backend.boxes and pool.size["total"] == 1
+        await pool.release(d)
+
+
+async def test_acquire_refuses_a_timeout_passed_as_the_spec():
+    async with _pool(FakeBackend()) as pool:
+        with pytest.raises(TypeError, match="spec must be a SandboxSpec"):
+            await pool.acquire(30.0)  # type: ignore[arg-type]
