@@ -27,13 +27,13 @@ from areal.utils.data import concat_padded_tensors
 from PIL import Image
 
 from cua_agent.episode.actions import CoordinateMapping
-from cua_agent.episode.loop import Episode, EpisodeConfig, run_episode
 from cua_agent.episode.chat import CallRecord, EngineChatClient
-from cua_agent.train.data_feed import DRAW_KEY
+from cua_agent.episode.loop import Episode, EpisodeConfig, run_episode
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams
 from cua_agent.rollout.rewards import RewardConfig, episode_reward, normalise_group, turn_rewards
+from cua_agent.train.data_feed import DRAW_KEY
 from sandbox.backends import make_backend
 from sandbox.base import SandboxSpec
 from sandbox.errors import SandboxError
