@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox.backends import BACKENDS, make_backend
 from sandbox.base import SandboxSpec
-from sandbox.oracle import random_actions, solve, supported_tasks
+from sandbox.oracles import random_actions, solve, supported_tasks
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 

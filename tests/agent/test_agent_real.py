@@ -16,14 +16,14 @@ import pytest
 from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.episode.actions import Click, CoordinateMapping, Done, TypeText, format_tool_call
-from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.chat import ChatReply
+from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.workflow import CUAWorkflow, ModelView
 from sandbox.backends import make_backend
 from sandbox.base import SandboxSpec
-from sandbox.oracle import Ctx
+from sandbox.oracles import Ctx
 from sandbox.pool import SandboxPool
 from tests.agent.test_workflow_rows import config
 

@@ -16,7 +16,7 @@ import pytest
 from sandbox.base import SandboxSpec
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError
-from sandbox.oracle import random_actions, solve
+from sandbox.oracles import random_actions, solve
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sandbox.base import Backend, Sandbox, SandboxSpec
 from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
-from sandbox.oracle import supported_tasks
+from sandbox.oracles import supported_tasks
 from sandbox.pool import SandboxPool
 from sandbox.server.actions import ActionError, parse_action
 from sandbox.tasks import TaskSpecError, load_tasks, parse_task
@@ -110,6 +110,25 @@ def test_shipped_task_files_are_valid_and_solvable():
     assert len({t.task_id for t in desktop}) >= 3
     assert {t.task_id for t in miniwob + desktop} <= oracle
     assert {t.split for t in miniwob} == {"train", "test"}
+
+
+def test_oracles_stay_on_the_host():
+    """The image ships sandbox/__init__.py and sandbox/server/ only (scripts/build_sandbox_image.sh): the
+    server must import nothing else of the package, and each runtime family has its oracle module."""
+    import ast
+
+    from sandbox.oracles import FAMILIES, solvers
+
+    build = (REPO / "scripts" / "build_sandbox_image.sh").read_text()
+    assert "find sandbox/__init__.py sandbox/server -name" in build
+    for path in (REPO / "sandbox" / "server").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not name.startswith("sandbox") or name.startswith("sandbox.server"), (path, name)
+    runtimes = {p.stem for p in (REPO / "sandbox" / "server" / "runtimes").glob("*.py")}
+    assert runtimes - {"__init__", "base"} == set(FAMILIES) and all(solvers(f) for f in FAMILIES)
 
 
 GOOD = {
