@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from areal.api.cli_args import GRPOConfig
 
 from cua_agent.episode.coordinates import CONVENTIONS
+from sandbox.backends import BACKENDS
 from sandbox.backends.docker import check_docker_hosts
 
 PARSE_FAILURE_MODES = ("noop", "end")
-SANDBOX_BACKENDS = ("docker", "local")
 
 
 class ConfigError(ValueError):
@@ -146,9 +146,9 @@ class SandboxConfig:
 
     def __post_init__(self) -> None:
         _check(
-            self.backend in SANDBOX_BACKENDS,
+            self.backend in BACKENDS,
             "sandbox.backend",
-            f"must be one of {SANDBOX_BACKENDS}, got {self.backend!r}",
+            f"must be one of {BACKENDS}, got {self.backend!r}",
         )
         _check(bool(self.image), "sandbox.image", "must not be empty")
         _check(

@@ -7,6 +7,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,9 +61,9 @@ def new_token() -> str:
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """How to start a box; the `sandbox` block of a task spec."""
+    """How to start a box: its image and resources. Not where it runs: that is the backend's (the run's
+    deployment choice), so boxes of several specs can share one pool."""
 
-    backend: str = "docker"
     image: str = "cua-sandbox:latest"
     memory_mb: int = 1536
     cpus: float = 1.0
@@ -70,18 +71,27 @@ class SandboxSpec:
     screen: tuple[int, int] = (1280, 800)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SandboxSpec:
-        res = d.get("resources", {}) or {}
-        screen = res.get("screen", cls.screen)
+    def from_dict(cls, d: Mapping[str, Any] | None, base: SandboxSpec | None = None) -> SandboxSpec:
+        """A task's `sandbox` block, {image, resources: {memory_mb, cpus, pids, screen}}, over `base` (the
+        run's defaults; none: this class's): what the block names wins, the rest comes from `base`."""
+        base = base or cls()
+        d = d or {}
+        res = d.get("resources") or {}
+        # Validation with file and line is sandbox.tasks'; this only refuses to drop a field silently.
+        unknown = sorted(set(d) - {"image", "resources"}) + sorted(
+            f"resources.{k}" for k in set(res) - {"memory_mb", "cpus", "pids", "screen"}
+        )
+        if unknown:
+            raise ValueError(f"sandbox.{unknown[0]}: not a field of a sandbox spec")
+        screen = res.get("screen", base.screen)
         if isinstance(screen, str):
             w, h = screen.lower().split("x")
             screen = (int(w), int(h))
         return cls(
-            backend=d.get("backend", cls.backend),
-            image=d.get("image", cls.image),
-            memory_mb=int(res.get("memory_mb", cls.memory_mb)),
-            cpus=float(res.get("cpus", cls.cpus)),
-            pids=int(res.get("pids", cls.pids)),
+            image=d.get("image", base.image),
+            memory_mb=int(res.get("memory_mb", base.memory_mb)),
+            cpus=float(res.get("cpus", base.cpus)),
+            pids=int(res.get("pids", base.pids)),
             screen=(int(screen[0]), int(screen[1])),
         )
 

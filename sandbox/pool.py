@@ -1,8 +1,11 @@
 """A pool of sandboxes that never leaks.
 
-- at most `max_size` boxes exist at once (idle + busy + starting); `acquire` waits for a free one
-- `warm` boxes are started up front (optionally with a warm-up task so chromium is already running)
-  and handed out again after `release`; the episode's own `/task/reset` resets them
+- boxes of several specs (a browser task's, a desktop task's, a task with its own image) share one pool:
+  `acquire(spec)` hands out an idle box of that spec or starts one (default: the pool's spec)
+- at most `max_size` boxes exist at once (idle + busy + starting), whatever their specs; when the pool is
+  full, idle boxes of other specs are stopped to make room, else `acquire` waits for a free one
+- `warm` boxes (of the pool's spec) are started up front (optionally with a warm-up task so chromium is
+  already running) and handed out again after `release`; the episode's own `/task/reset` resets them
 - every acquire health-checks the box it hands out; a dead one is replaced
 - starts are retried with backoff; an acquire that times out never orphans the box it was starting
 - reaper: `start()` removes boxes of runs whose owner process is gone; SIGINT/SIGTERM/exit remove this
@@ -91,7 +94,7 @@ class SandboxPool:
     ) -> None:
         if max_size < 1 or not 0 <= warm <= max_size:
             raise ValueError("need max_size >= 1 and 0 <= warm <= max_size")
-        self.backend, self.spec = backend, spec or SandboxSpec(backend=backend.name)
+        self.backend, self.spec = backend, spec or SandboxSpec()  # the default spec: warm boxes, acquire()
         self.max_size, self.warm, self.warmup_task = max_size, warm, warmup_task
         self.start_retries, self.acquire_timeout = start_retries, acquire_timeout
         self.health_timeout, self.recycle_after = health_timeout, recycle_after
@@ -102,7 +105,13 @@ class SandboxPool:
         self._cond = asyncio.Condition()
         self._closed = False
         self._bg: set[asyncio.Future] = set()
-        self.stats = {"started": 0, "start_failures": 0, "replaced_unhealthy": 0, "reaped": 0}
+        self.stats = {
+            "started": 0,
+            "start_failures": 0,
+            "replaced_unhealthy": 0,
+            "reaped": 0,
+            "stopped_for_other_spec": 0,
+        }
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> SandboxPool:
@@ -115,7 +124,7 @@ class SandboxPool:
         if self.install_handlers:
             _install_hooks()
         if self.warm:
-            boxes = await asyncio.gather(*(self._reserve_and_start() for _ in range(self.warm)))
+            boxes = await asyncio.gather(*(self._reserve_and_start(self.spec) for _ in range(self.warm)))
             async with self._cond:
                 self._idle.extend(boxes)
                 self._cond.notify_all()
@@ -142,11 +151,11 @@ class SandboxPool:
             self.backend.remove_sync(box["id"])
 
     # -- starting ----------------------------------------------------------------------------------
-    async def _start_with_retries(self) -> Sandbox:
+    async def _start_with_retries(self, spec: SandboxSpec) -> Sandbox:
         last: Exception | None = None
         for attempt in range(1 + self.start_retries):
             try:
-                sb = await self.backend.start(self.spec)
+                sb = await self.backend.start(spec)
                 if self.warmup_task:
                     await sb.reset(self.warmup_task, 0)
                     sb.episodes = 0
@@ -164,10 +173,10 @@ class SandboxPool:
                 await asyncio.sleep(0.5 * 2**attempt)
         raise SandboxStartError(f"could not start a sandbox after {1 + self.start_retries} attempts: {last}")
 
-    async def _reserve_and_start(self) -> Sandbox:
+    async def _reserve_and_start(self, spec: SandboxSpec) -> Sandbox:
         self._count += 1
         try:
-            return await self._start_with_retries()
+            return await self._start_with_retries(spec)
         except BaseException:
             self._count -= 1
             raise
@@ -192,26 +201,46 @@ class SandboxPool:
         bg.add_done_callback(self._bg.discard)
 
     # -- acquire / release ---------------------------------------------------------------------------
-    async def acquire(self, timeout: float | None = None) -> Sandbox:
+    async def acquire(self, spec: SandboxSpec | None = None, *, timeout: float | None = None) -> Sandbox:
+        """A healthy box of `spec` (default: the pool's spec): an idle one, else a new one."""
         if self._closed:
             raise SandboxError("pool is closed")
+        if spec is not None and not isinstance(spec, SandboxSpec):  # e.g. a timeout passed positionally
+            raise TypeError(f"acquire(spec, *, timeout=...): spec must be a SandboxSpec, got {spec!r}")
         try:
             async with asyncio.timeout(timeout if timeout is not None else self.acquire_timeout):
-                return await self._acquire()
+                return await self._acquire(spec or self.spec)
         except TimeoutError:
             raise SandboxTimeout(
                 f"no sandbox within {timeout or self.acquire_timeout:.0f} s "
                 f"({len(self._busy)} busy of max {self.max_size})"
             ) from None
 
-    async def _acquire(self) -> Sandbox:
+    def _take_idle(self, spec: SandboxSpec) -> Sandbox | None:
+        """The idle box of `spec` that waited longest, removed from the idle queue."""
+        for i, sb in enumerate(self._idle):
+            if sb.spec == spec:
+                del self._idle[i]
+                return sb
+        return None
+
+    async def _acquire(self, spec: SandboxSpec) -> Sandbox:
         while True:
+            other: Sandbox | None = None
             async with self._cond:
-                while not self._idle and self._count >= self.max_size:
+                while (sb := self._take_idle(spec)) is None and self._count >= self.max_size:
+                    if self._idle:  # full, but idle boxes of other specs: stop the longest idle one
+                        other = self._idle.popleft()
+                        break
                     await self._cond.wait()
-                sb = self._idle.popleft() if self._idle else None
-                if sb is None:
+                if sb is None and other is None:
                     self._count += 1
+            if other is not None:
+                self.stats["stopped_for_other_spec"] += 1
+                # Shielded: a timed-out acquire still frees the slot. The freed slot goes to whichever
+                # acquirer gets the lock first (this one, or a waiter of any spec): no slot is lost either way.
+                await asyncio.shield(self._destroy(other))
+                continue
             if sb is not None:
                 try:
                     await sb.health(timeout=self.health_timeout)
@@ -222,7 +251,7 @@ class SandboxPool:
                     continue
                 self._busy[sb.id] = sb
                 return sb
-            task = asyncio.ensure_future(self._start_with_retries())
+            task = asyncio.ensure_future(self._start_with_retries(spec))
             try:
                 sb = await asyncio.shield(task)
             except asyncio.CancelledError:
@@ -256,9 +285,11 @@ class SandboxPool:
                 self._cond.notify_all()
 
     @contextlib.asynccontextmanager
-    async def sandbox(self, timeout: float | None = None) -> AsyncIterator[Sandbox]:
-        """`async with pool.sandbox() as sb:` — released in all cases; a failed box is replaced."""
-        sb = await self.acquire(timeout)
+    async def sandbox(
+        self, spec: SandboxSpec | None = None, *, timeout: float | None = None
+    ) -> AsyncIterator[Sandbox]:
+        """`async with pool.sandbox(spec) as sb:` — released in all cases; a failed box is replaced."""
+        sb = await self.acquire(spec, timeout=timeout)
         broken = False
         try:
             yield sb

@@ -1,16 +1,20 @@
 """Task specs: one JSON object per line (in the spirit of R2E-Gym's dataset entries).
 
     {"task_id": "miniwob/click-test", "instruction": null,
-     "sandbox": {"backend": "docker", "image": "cua-sandbox:latest",
-                 "resources": {"memory_mb": 1536, "cpus": 1.0, "pids": 512, "screen": "1280x800"}},
+     "sandbox": {"resources": {"memory_mb": 1536, "cpus": 1.0, "pids": 512, "screen": "1280x800"}},
      "max_turns": 5, "seeds": [0, 1000], "split": "train", "tags": ["click"]}
 
 `instruction` null means the box writes it at reset (MiniWoB utterances depend on the seed); a string
 overrides it. `seeds` is a half-open range [lo, hi). Errors name the file, line and field.
+
+`sandbox` is what this task's box needs, over the run's defaults (`TaskSpec.sandbox_spec`): `image` (absent:
+the run's image) and `resources` (absent ones: the run's). Where boxes run is not the task's to say: the
+backend is the run's choice, and a row that names one is an error.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -21,9 +25,8 @@ from typing import Any
 from sandbox.base import SandboxSpec
 
 SPLITS = ("train", "val", "test")
-BACKENDS = ("docker", "local")
 TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags"}
-SANDBOX_FIELDS = {"backend", "image", "resources"}
+SANDBOX_FIELDS = {"image", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "screen"}
 _TASK_ID = re.compile(r"^(miniwob|desktop)/[a-z0-9][a-z0-9-]*$")
 
@@ -35,7 +38,8 @@ class TaskSpecError(ValueError):
 @dataclass(frozen=True)
 class TaskSpec:
     task_id: str
-    sandbox: SandboxSpec
+    # The row's `sandbox` block as written (validated): only what the task overrides of the run's defaults.
+    sandbox: dict[str, Any] = field(hash=False)
     max_turns: int
     seeds: tuple[int, int]
     split: str
@@ -45,21 +49,15 @@ class TaskSpec:
     def seed_list(self) -> range:
         return range(*self.seeds)
 
+    def sandbox_spec(self, defaults: SandboxSpec | None = None) -> SandboxSpec:
+        """The spec this task's box is started with: its `sandbox` block over the run's `defaults`."""
+        return SandboxSpec.from_dict(self.sandbox, base=defaults)
+
     def to_dict(self) -> dict[str, Any]:
-        s = self.sandbox
         return {
             "task_id": self.task_id,
             "instruction": self.instruction,
-            "sandbox": {
-                "backend": s.backend,
-                "image": s.image,
-                "resources": {
-                    "memory_mb": s.memory_mb,
-                    "cpus": s.cpus,
-                    "pids": s.pids,
-                    "screen": f"{s.screen[0]}x{s.screen[1]}",
-                },
-            },
+            "sandbox": copy.deepcopy(self.sandbox),
             "max_turns": self.max_turns,
             "seeds": list(self.seeds),
             "split": self.split,
@@ -104,9 +102,14 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
     )
     sb = obj["sandbox"]
     _check(isinstance(sb, dict), where, "sandbox", "must be an object")
+    _check(
+        "backend" not in sb,
+        where,
+        "sandbox.backend",
+        "a task does not choose the backend: it is chosen by sandbox.backend in the config",
+    )
     unknown = set(sb) - SANDBOX_FIELDS
     _check(not unknown, where, f"sandbox.{sorted(unknown)[0] if unknown else ''}", "unknown field")
-    _check(sb.get("backend", "docker") in BACKENDS, where, "sandbox.backend", f"must be one of {BACKENDS}")
     _check(
         isinstance(sb.get("image", "x"), str) and sb.get("image", "x") != "",
         where,
@@ -168,7 +171,7 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
     )
     return TaskSpec(
         task_id=tid,
-        sandbox=SandboxSpec.from_dict(sb),
+        sandbox=copy.deepcopy(sb),
         max_turns=obj["max_turns"],
         seeds=(seeds[0], seeds[1]),
         split=obj["split"],

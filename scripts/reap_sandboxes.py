@@ -19,13 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
-from sandbox.backends import make_backend
+from sandbox.backends import BACKENDS, make_backend
 from sandbox.base import owner_alive
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=["docker", "local", "both"], default="both")
+    ap.add_argument("--backend", choices=[*BACKENDS, "both"], default="both", help="both: every backend")
     ap.add_argument("--all", action="store_true", help="also boxes of live owners")
     ap.add_argument("--run-id", help="only the boxes of this run")
     ap.add_argument("--list", action="store_true", help="list boxes, remove nothing")
@@ -43,7 +43,7 @@ def main() -> int:
         section = (yaml.safe_load(args.config.read_text()) or {}).get("sandbox") or {}
         hosts += [h for h in section.get("docker_hosts") or [] if h not in hosts]
     total = 0
-    for name in ("docker", "local") if args.backend == "both" else (args.backend,):
+    for name in BACKENDS if args.backend == "both" else (args.backend,):
         try:
             backend = make_backend(
                 name, run_id="reaper", **({"docker_hosts": hosts} if name == "docker" else {})

@@ -18,18 +18,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox.backends import make_backend
+from sandbox.backends import BACKENDS, make_backend
 from sandbox.base import SandboxSpec
-from sandbox.oracle import random_actions, solve, supported_tasks
+from sandbox.oracles import random_actions, solve, supported_tasks
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-async def run_task(pool: SandboxPool, task_id: str, seed: int, agent: str) -> dict:
+async def run_task(pool: SandboxPool, task_id: str, seed: int, agent: str, spec: SandboxSpec) -> dict:
     t0 = time.monotonic()
-    async with pool.sandbox() as sb:
+    async with pool.sandbox(spec) as sb:
         reset = await sb.reset(task_id, seed)
         n_actions = 0
         if agent == "oracle":
@@ -50,23 +50,25 @@ async def run_task(pool: SandboxPool, task_id: str, seed: int, agent: str) -> di
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    specs = load_tasks(REPO / "tasks" / "miniwob.jsonl") + load_tasks(REPO / "tasks" / "desktop.jsonl")
     if args.tasks:
         task_ids = args.tasks
     else:
-        specs = load_tasks(REPO / "tasks" / "miniwob.jsonl") + load_tasks(REPO / "tasks" / "desktop.jsonl")
         known = set(supported_tasks())
         task_ids = list(dict.fromkeys(t.task_id for t in specs if t.task_id in known))
     task_ids = task_ids[: args.n] if args.n else task_ids
     backend = make_backend(args.backend)
-    spec = SandboxSpec(backend=args.backend, image=args.image)
+    default = SandboxSpec(image=args.image)
+    # Each task's box as training starts it: its row's `sandbox` block over the defaults.
+    box_spec = {t.task_id: t.sandbox_spec(default) for t in reversed(specs)}  # the first row of an id wins
     results = []
-    async with SandboxPool(backend, spec, max_size=args.boxes, warm=args.boxes) as pool:
+    async with SandboxPool(backend, default, max_size=args.boxes, warm=args.boxes) as pool:
         sem = asyncio.Semaphore(args.boxes)
 
         async def one(tid: str) -> None:
             async with sem:
                 try:
-                    r = await run_task(pool, tid, args.seed, args.agent)
+                    r = await run_task(pool, tid, args.seed, args.agent, box_spec.get(tid, default))
                 except Exception as exc:
                     r = {
                         "task_id": tid,
@@ -93,8 +95,8 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", default="docker", choices=["docker", "local"])
-    ap.add_argument("--image", default="cua-sandbox:latest")
+    ap.add_argument("--backend", default="docker", choices=BACKENDS)
+    ap.add_argument("--image", default="cua-sandbox:latest", help="for tasks whose row names no image")
     ap.add_argument("--agent", default="oracle", choices=["oracle", "random"])
     ap.add_argument(
         "--tasks", nargs="*", help="task ids (default: every task of tasks/*.jsonl with an oracle)"

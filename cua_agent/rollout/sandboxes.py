@@ -18,9 +18,15 @@ class RolloutSandboxes:
     def __init__(self, config: Any):
         """`config`: the run's `sandbox` section (SandboxConfig)."""
         self.config = config
-        self.spec = SandboxSpec(backend=config.backend, image=config.image)
+        self.spec = SandboxSpec(
+            image=config.image
+        )  # the run's defaults; a row's `sandbox` block overrides them
         self._pool: SandboxPool | None = None
         self._lock: asyncio.Lock | None = None
+
+    def spec_for(self, row: dict[str, Any]) -> SandboxSpec:
+        """The box a task row needs: its `sandbox` block (image, resources) over the run's defaults."""
+        return SandboxSpec.from_dict(row.get("sandbox"), base=self.spec)
 
     def _backend(self) -> Backend:
         return make_backend(self.config.backend, docker_hosts=self.config.docker_hosts)

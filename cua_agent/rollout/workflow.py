@@ -139,7 +139,9 @@ class CUAWorkflow(RolloutWorkflow):
     async def _episode(self, engine: StockVLLMEngine, pool: SandboxPool, task: dict[str, Any]) -> Episode:
         client = EngineChatClient(engine, self.sampling, rid=uuid.uuid4().hex)
         try:
-            sb = await pool.acquire(self.sandboxes.config.acquire_timeout_s)
+            sb = await pool.acquire(
+                self.sandboxes.spec_for(task), timeout=self.sandboxes.config.acquire_timeout_s
+            )
         except SandboxError as exc:
             return Episode(task["task_id"], int(task["seed"]), status="infra_error", error=f"acquire: {exc}")
         mapping = self.view.mapping(*sb.spec.screen)

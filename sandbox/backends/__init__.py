@@ -7,10 +7,15 @@ from typing import Any
 
 from sandbox.base import Backend
 
+# Where boxes run: the one list of backend names (configs, scripts and make_backend check against it).
+BACKENDS = ("docker", "local")
+
 
 def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> Backend:
     """`docker_hosts`: Docker endpoints to spread boxes over; none = DOCKER_HOST or the podman default,
     one = that endpoint (both: a plain DockerBackend, the fast path), several = a MultiBackend."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown sandbox backend {name!r} (expected one of {', '.join(BACKENDS)})")
     if name == "docker":
         from sandbox.backends.docker import DockerBackend, check_docker_hosts
 
@@ -30,8 +35,6 @@ def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> 
         )
     if docker_hosts:
         raise ValueError(f"docker_hosts: only for the docker backend, not {name!r}")
-    if name == "local":
-        from sandbox.backends.local import LocalBackend
+    from sandbox.backends.local import LocalBackend
 
-        return LocalBackend(**kwargs)
-    raise ValueError(f"unknown sandbox backend {name!r} (expected 'docker' or 'local')")
+    return LocalBackend(**kwargs)

@@ -22,6 +22,7 @@ import socketserver
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -147,7 +148,7 @@ class Controller:
                 raise TaskError("no task has been reset")
             return {"task_id": self.task_id, **self.active.evaluate(float(wait_s))}
 
-    def oracle(self) -> dict[str, Any]:
+    def oracle(self) -> Mapping[str, Any]:
         with self.lock:
             if self.active is None:
                 raise TaskError("no task has been reset")

@@ -26,7 +26,7 @@ from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.workflow import CUAWorkflow
 from sandbox.backends import make_backend
 from sandbox.base import SandboxSpec
-from sandbox.oracle import Ctx
+from sandbox.oracles import Ctx
 from sandbox.pool import SandboxPool
 from tests.agent.test_workflow_rows import config
 

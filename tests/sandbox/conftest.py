@@ -40,9 +40,7 @@ def local_backend(sandbox_setup: None):
 
 @pytest.fixture(scope="session")
 async def docker_pool(docker_backend) -> AsyncIterator[SandboxPool]:
-    pool = SandboxPool(
-        docker_backend, SandboxSpec(backend="docker"), max_size=BOXES, warm=BOXES, install_handlers=False
-    )
+    pool = SandboxPool(docker_backend, SandboxSpec(), max_size=BOXES, warm=BOXES, install_handlers=False)
     await pool.start()
     yield pool
     await pool.close()
@@ -51,9 +49,7 @@ async def docker_pool(docker_backend) -> AsyncIterator[SandboxPool]:
 
 @pytest.fixture(scope="session")
 async def local_pool(local_backend) -> AsyncIterator[SandboxPool]:
-    pool = SandboxPool(
-        local_backend, SandboxSpec(backend="local"), max_size=BOXES, warm=BOXES, install_handlers=False
-    )
+    pool = SandboxPool(local_backend, SandboxSpec(), max_size=BOXES, warm=BOXES, install_handlers=False)
     await pool.start()
     yield pool
     await pool.close()

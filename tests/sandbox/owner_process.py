@@ -19,7 +19,7 @@ from sandbox.pool import SandboxPool
 async def main(backend_name: str, run_id: str, hosts: list[str]) -> None:
     backend = make_backend(backend_name, docker_hosts=hosts, run_id=run_id)
     size = max(1, len(hosts))
-    pool = SandboxPool(backend, SandboxSpec(backend=backend_name), max_size=size, reap_orphans=False)
+    pool = SandboxPool(backend, SandboxSpec(), max_size=size, reap_orphans=False)
     await pool.start()
     boxes = await asyncio.gather(*(pool.acquire() for _ in range(size)))
     print("READY " + " ".join(sb.id for sb in boxes), flush=True)

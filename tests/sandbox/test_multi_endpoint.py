@@ -30,7 +30,7 @@ from sandbox.errors import SandboxError, SandboxStartError
 from sandbox.pool import SandboxPool
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = SandboxSpec(backend="fake")
+SPEC = SandboxSpec()
 
 
 class _Capture(logging.Handler):

@@ -16,7 +16,7 @@ import pytest
 from sandbox.base import SandboxSpec
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError
-from sandbox.oracle import random_actions, solve
+from sandbox.oracles import random_actions, solve
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 
@@ -180,6 +180,49 @@ for k in kids:
     )
 
 
+async def test_a_task_rows_box_gets_the_rows_resources_in_one_shared_pool(sandbox_setup):
+    """A desktop row's box (memory_mb 1024) is limited to 1024 MB and solves its task; a box of another
+    spec and one of the run's defaults follow in the same one-box pool (the idle box is stopped for them)."""
+    import io
+
+    from PIL import Image
+
+    from sandbox.backends.docker import DockerBackend
+
+    # Its own run id: closing this pool removes the run's boxes, and docker_pool's must stay.
+    backend = DockerBackend(run_id=f"pytest-{os.getpid()}-specs")
+    row = next(t for t in load_tasks(REPO / "tasks" / "desktop.jsonl") if t.task_id == "desktop/editor-save")
+    run = SandboxSpec()  # the run's defaults (1536 MB)
+    small = SandboxSpec.from_dict({"resources": {"screen": "1024x768", "pids": 256}}, base=run)
+
+    def limits(sb) -> tuple[int, int, list[str]]:
+        attrs = backend.docker.containers.get(sb.id).attrs
+        env = [e for e in attrs["Config"]["Env"] if e.startswith("CUA_SCREEN_")]
+        return attrs["HostConfig"]["Memory"] >> 20, attrs["HostConfig"]["PidsLimit"], sorted(env)
+
+    pool = SandboxPool(backend, run, max_size=1, reap_orphans=False, install_handlers=False)
+    try:
+        async with pool:
+            async with pool.sandbox(row.sandbox_spec(run), timeout=120) as sb:
+                mem, pids, _ = await asyncio.to_thread(limits, sb)
+                print(f"\n{row.task_id} box {sb.id}: HostConfig.Memory {mem} MiB, PidsLimit {pids}")
+                assert (mem, pids) == (1024, 512)
+                await sb.reset(row.task_id, 5)
+                await solve(sb)
+                assert (await sb.evaluate(wait_s=1.0))["reward"] == 1.0
+            first = sb.id
+            async with pool.sandbox(small, timeout=120) as sb:
+                assert sb.id != first and pool.stats["stopped_for_other_spec"] == 1
+                env = ["CUA_SCREEN_HEIGHT=768", "CUA_SCREEN_WIDTH=1024"]
+                assert await asyncio.to_thread(limits, sb) == (1536, 256, env)
+                assert Image.open(io.BytesIO(await sb.screenshot())).size == (1024, 768)
+            async with pool.sandbox(timeout=120) as sb:
+                assert (await asyncio.to_thread(limits, sb))[:2] == (1536, 512)
+        assert backend.list_boxes(run_id=backend.run_id) == []
+    finally:
+        backend.close()
+
+
 async def test_box_killed_mid_episode_raises_typed_error_quickly(docker_backend):
     pool = SandboxPool(docker_backend, SandboxSpec(), max_size=1, reap_orphans=False, install_handlers=False)
     async with pool:
@@ -202,7 +245,7 @@ async def test_box_killed_mid_episode_raises_typed_error_quickly(docker_backend)
 async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
     from sandbox.backends.local import kill_session
 
-    sb = await local_backend.start(SandboxSpec(backend="local"))
+    sb = await local_backend.start(SandboxSpec())
     try:
         await sb.reset("miniwob/click-test", 0)
         kill_session(local_backend.procs[sb.id].pid, grace=0)  # a crash, not a shutdown

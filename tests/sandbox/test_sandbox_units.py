@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sandbox.base import Backend, Sandbox, SandboxSpec
 from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
-from sandbox.oracle import supported_tasks
+from sandbox.oracles import supported_tasks
 from sandbox.pool import SandboxPool
 from sandbox.server.xdotool import ActionError, to_xdotool
 from sandbox.tasks import TaskSpecError, load_tasks, parse_task
@@ -94,6 +94,14 @@ def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
     assert all(isinstance(a, str) for a in act.xdotool)
 
 
+def test_an_unknown_backend_name_lists_the_known_ones():
+    from sandbox.backends import BACKENDS, make_backend
+
+    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local\)"):
+        make_backend("vm")
+    assert BACKENDS == ("docker", "local")
+
+
 # -- task specs ------------------------------------------------------------------------------------
 def test_shipped_task_files_are_valid_and_solvable():
     miniwob = load_tasks(REPO / "tasks" / "miniwob.jsonl")
@@ -105,11 +113,29 @@ def test_shipped_task_files_are_valid_and_solvable():
     assert {t.split for t in miniwob} == {"train", "test"}
 
 
+def test_oracles_stay_on_the_host():
+    """The image ships sandbox/__init__.py and sandbox/server/ only (scripts/build_sandbox_image.sh): the
+    server must import nothing else of the package, and each runtime family has its oracle module."""
+    import ast
+
+    from sandbox.oracles import FAMILIES, solvers
+
+    build = (REPO / "scripts" / "build_sandbox_image.sh").read_text()
+    assert "find sandbox/__init__.py sandbox/server -name" in build
+    for path in (REPO / "sandbox" / "server").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not name.startswith("sandbox") or name.startswith("sandbox.server"), (path, name)
+    runtimes = {p.stem for p in (REPO / "sandbox" / "server" / "runtimes").glob("*.py")}
+    assert runtimes - {"__init__", "base"} == set(FAMILIES) and all(solvers(f) for f in FAMILIES)
+
+
 GOOD = {
     "task_id": "miniwob/click-test",
     "instruction": None,
     "sandbox": {
-        "backend": "docker",
         "image": "cua-sandbox:latest",
         "resources": {"memory_mb": 1024, "cpus": 1, "pids": 256, "screen": "1280x800"},
     },
@@ -145,7 +171,7 @@ def test_task_spec_errors_name_line_and_field(tmp_path, change, field):
 def test_task_spec_roundtrip_and_json_errors(tmp_path):
     spec = parse_task(GOOD)
     assert parse_task(spec.to_dict()) == spec
-    assert spec.sandbox.screen == (1280, 800) and spec.sandbox.pids == 256
+    assert spec.sandbox_spec().screen == (1280, 800) and spec.sandbox_spec().pids == 256
     path = tmp_path / "t.jsonl"
     path.write_text(json.dumps(GOOD) + "\n{oops\n")
     with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: not valid JSON"):
@@ -153,6 +179,35 @@ def test_task_spec_roundtrip_and_json_errors(tmp_path):
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
     with pytest.raises(TaskSpecError, match=r"t\.jsonl:2: field 'task_id'.*line 1"):
         load_tasks(path)
+
+
+def test_a_row_naming_a_backend_is_refused_with_where_to_choose_it(tmp_path):
+    path = tmp_path / "t.jsonl"
+    row = {**GOOD, "sandbox": {**GOOD["sandbox"], "backend": "docker"}}
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(TaskSpecError) as err:
+        load_tasks(path)
+    assert "t.jsonl:1: field 'sandbox.backend'" in str(err.value)
+    assert "chosen by sandbox.backend in the config" in str(err.value)
+
+
+def test_a_rows_sandbox_block_overrides_the_runs_defaults():
+    run = SandboxSpec(image="cua-sandbox:abc123", memory_mb=2048, cpus=2.0)
+    desktop = load_tasks(REPO / "tasks" / "desktop.jsonl")[0]
+    assert desktop.sandbox_spec(run) == SandboxSpec(
+        image="cua-sandbox:abc123", memory_mb=1024, cpus=1.0, pids=512, screen=(1280, 800)
+    )
+    own = {"image": "cua-office:1", "resources": {"screen": "1024x768"}}
+    assert SandboxSpec.from_dict(own, base=run) == SandboxSpec(
+        image="cua-office:1", memory_mb=2048, cpus=2.0, screen=(1024, 768)
+    )
+    assert SandboxSpec.from_dict(None, base=run) == run
+    with pytest.raises(ValueError, match=r"sandbox\.backend"):
+        SandboxSpec.from_dict({"backend": "docker"})
+    # What a training row carries is what the task file says, so the run's image applies where it names none.
+    assert parse_task(desktop.to_dict()).sandbox == {
+        "resources": {"memory_mb": 1024, "cpus": 1.0, "pids": 512, "screen": "1280x800"}
+    }
 
 
 # -- pool bookkeeping with a fake backend -------------------------------------------------------------
@@ -181,9 +236,11 @@ class FakeBackend(Backend):
         super().__init__("fake-run")
         self.boxes: dict[str, FakeBox] = {}
         self.fail_first, self.start_delay, self.starts = fail_first, start_delay, 0
+        self.started_with: list[SandboxSpec] = []
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         self.starts += 1
+        self.started_with.append(spec)
         await asyncio.sleep(self.start_delay)
         if self.starts <= self.fail_first:
             raise SandboxStartError("boom")
@@ -258,3 +315,48 @@ async def test_broken_box_is_destroyed_on_release():
             async with pool.sandbox() as sb:
                 raise SandboxDied("box died mid-episode")
         assert sb.id not in backend.boxes and pool.size == {"idle": 0, "busy": 0, "total": 0}
+
+
+DESKTOP = SandboxSpec(memory_mb=1024)
+OWN_IMAGE = SandboxSpec(image="cua-office:1", screen=(1024, 768))
+
+
+async def test_boxes_of_several_specs_share_one_pool():
+    backend = FakeBackend()
+    async with _pool(backend, max_size=2, warm=1) as pool:
+        assert backend.started_with == [SandboxSpec()]  # warm boxes: the pool's spec
+        warm = await pool.acquire()
+        d = await pool.acquire(DESKTOP)
+        assert d.spec == DESKTOP and backend.started_with[-1] == DESKTOP
+        with pytest.raises(SandboxTimeout):  # one max_size for all specs
+            await pool.acquire(OWN_IMAGE, timeout=0.2)
+        await pool.release(d)
+        assert await pool.acquire(DESKTOP) is d  # an idle box of the same spec is handed out again
+        await pool.release(d)
+        await pool.release(warm)
+        # Full, with idle boxes of other specs only: the one idle longest (d) is stopped to make room.
+        o = await pool.acquire(OWN_IMAGE)
+        assert o.spec == OWN_IMAGE and d.id not in backend.boxes and warm.id in backend.boxes
+        assert pool.stats["stopped_for_other_spec"] == 1 and pool.size == {"idle": 1, "busy": 1, "total": 2}
+        assert await pool.acquire() is warm
+        await pool.release(o)
+        await pool.release(warm)
+    assert backend.boxes == {}
+
+
+async def test_a_waiting_acquire_of_another_spec_gets_the_slot_of_a_released_box():
+    backend = FakeBackend()
+    async with _pool(backend, max_size=1) as pool:
+        sb = await pool.acquire()
+        waiter = asyncio.ensure_future(pool.acquire(DESKTOP, timeout=2))
+        await asyncio.sleep(0.05)
+        await pool.release(sb)
+        d = await waiter
+        assert d.spec == DESKTOP and sb.id not in backend.boxes and pool.size["total"] == 1
+        await pool.release(d)
+
+
+async def test_acquire_refuses_a_timeout_passed_as_the_spec():
+    async with _pool(FakeBackend()) as pool:
+        with pytest.raises(TypeError, match="spec must be a SandboxSpec"):
+            await pool.acquire(30.0)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sandbox.server.display import Display
@@ -30,8 +31,9 @@ class Runtime:
         """Reward from the task's own verifier: {'reward': float, 'done': bool, 'info': {...}}."""
         raise NotImplementedError
 
-    def oracle(self) -> dict[str, Any]:
-        """Privileged task state for scripted oracles and debugging (never shown to a policy)."""
+    def oracle(self) -> Mapping[str, Any]:
+        """Privileged task state for scripted oracles and debugging (never shown to a policy). Each runtime
+        defines its state as an `OracleState` in its module, read by sandbox/oracles/<prefix>.py."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -1,4 +1,9 @@
-"""Desktop-app tasks: a real text editor and a real terminal; verified from the file system."""
+"""Desktop-app tasks: a real text editor and a real terminal; verified from the file system.
+
+Oracle state (`GET /task/oracle`, `OracleState` below): the file the task wants and its text, the visible
+windows' titles and the screen size. sandbox/oracles/desktop.py reads it on the host to solve the tasks; a
+policy never sees it.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sandbox.server.display import Display
 from sandbox.server.runtimes.base import Runtime, TaskError
@@ -40,6 +45,16 @@ WORDS = (
 
 EDITOR = "l3afpad"
 TERMINAL = "xterm"
+
+
+class OracleState(TypedDict):
+    """The contract with sandbox/oracles/desktop.py: change both sides together."""
+
+    task: str  # "desktop/<name>"
+    path: str  # the file the task must leave behind (absolute)
+    text: str  # its expected content
+    windows: list[str]  # titles of the visible windows (e.g. "Save As" while the file chooser is open)
+    screen: list[int]  # [width, height]
 
 
 def task_home() -> Path:
@@ -147,7 +162,7 @@ class DesktopRuntime(Runtime):
             },
         }
 
-    def oracle(self) -> dict[str, Any]:
+    def oracle(self) -> OracleState:
         if self.task is None:
             raise TaskError("no task has been reset")
         try:
@@ -157,7 +172,8 @@ class DesktopRuntime(Runtime):
             titles = []
         return {
             "task": f"desktop/{self.task}",
-            **self.spec,
+            "path": self.spec["path"],
+            "text": self.spec["text"],
             "windows": titles,
             "screen": [self.display.width, self.display.height],
         }

@@ -2,6 +2,10 @@
 
 Selenium is used only to load pages, seed and start episodes and read MiniWoB's own reward globals; the
 agent's input is OS-level (xdotool) on the real window.
+
+Oracle state (`GET /task/oracle`, `OracleState` below): the utterance, its fields and the page's DOM in
+screen coordinates. sandbox/oracles/miniwob.py reads it on the host to solve the tasks; a policy never
+sees it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sandbox.server.display import Display
 from sandbox.server.runtimes.base import Runtime, TaskError
@@ -39,6 +43,33 @@ CHROMIUM_FLAGS = [
     "--hide-scrollbars",
 ]
 EPISODE_MAX_MS = 3_600_000  # MiniWoB's default 10 s timer would end episodes during slow policy turns
+
+
+class OracleElement(TypedDict):
+    """One node of MiniWoB's DOM walk (core.getDOMInfo), depth first."""
+
+    tag: str  # "BUTTON", "INPUT_text", "INPUT_checkbox", "t" (a text node), ...
+    id: str | None
+    classes: str | None  # space-separated
+    text: str | None
+    value: Any  # an input's value: str, or bool for checkboxes and radios
+    ref: int
+    bgColor: str | None  # "rgb(r, g, b)"
+    focused: bool
+    x: float  # screen coordinates of the box: page offset + the window's position
+    y: float
+    w: float
+    h: float
+    depth: int
+
+
+class OracleState(TypedDict):
+    """The contract with sandbox/oracles/miniwob.py: change both sides together."""
+
+    task: str  # "miniwob/<name>"
+    utterance: str
+    fields: dict[str, str]  # MiniWoB's field extraction of the utterance, e.g. {"target": "OK"}
+    elements: list[OracleElement]
 
 
 def miniwob_html_dir() -> Path:
@@ -190,7 +221,7 @@ class MiniWoBRuntime(Runtime):
             },
         }
 
-    def oracle(self) -> dict[str, Any]:
+    def oracle(self) -> OracleState:
         if self.task is None:
             raise TaskError("no task has been reset")
         utterance, fields = self._utterance()
@@ -199,7 +230,7 @@ class MiniWoBRuntime(Runtime):
             "return [window.screenX + (window.outerWidth - window.innerWidth),"
             " window.screenY + (window.outerHeight - window.innerHeight)];"
         )
-        elements: list[dict[str, Any]] = []
+        elements: list[OracleElement] = []
 
         def walk(node: dict | None, depth: int) -> None:
             if not node:
@@ -208,7 +239,7 @@ class MiniWoBRuntime(Runtime):
                 k: node.get(k) for k in ("tag", "id", "classes", "text", "value", "ref", "bgColor", "focused")
             }
             el.update(x=node["left"] + ox, y=node["top"] + oy, w=node["width"], h=node["height"], depth=depth)
-            elements.append(el)
+            elements.append(el)  # type: ignore[arg-type]
             for child in node.get("children", []):
                 walk(child, depth + 1)
 

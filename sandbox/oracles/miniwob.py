@@ -1,130 +1,24 @@
-"""A scripted oracle agent: it reads each task's solution from the task's own state (MiniWoB's DOM, the
-desktop task's target file) but acts only through the public action API, exactly as a policy would.
-Used by scripts/smoke_sandbox.py and the tests; also a random agent for the "random scores below 1" check.
+"""Oracles of the MiniWoB++ tasks (`miniwob/<name>`).
+
+They read the oracle state of sandbox/server/runtimes/miniwob.py (its `OracleState`): `utterance`, `fields`
+(MiniWoB's own extraction of the utterance's fields, e.g. {"target": "OK"}) and `elements`, the page's DOM
+walk with screen coordinates (`x`, `y`, `w`, `h`), `tag` ("BUTTON", "INPUT_text", "t" for a text node, ...),
+`id`, `classes`, `text`, `value`, `bgColor` and `depth`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
 import re
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from sandbox.base import Sandbox
+from sandbox.oracles import Ctx, OracleError, Solver, center_of, register
 
-Solver = Callable[["Ctx"], Awaitable[None]]
-MINIWOB: dict[str, Solver] = {}
-DESKTOP: dict[str, Solver] = {}
+SOLVERS: dict[str, Solver] = {}
 
 
 def miniwob(*names: str) -> Callable[[Solver], Solver]:
-    def deco(fn: Solver) -> Solver:
-        for n in names:
-            MINIWOB[n] = fn
-        return fn
-
-    return deco
-
-
-def desktop(*names: str) -> Callable[[Solver], Solver]:
-    def deco(fn: Solver) -> Solver:
-        for n in names:
-            DESKTOP[n] = fn
-        return fn
-
-    return deco
-
-
-def supported_tasks() -> list[str]:
-    return [f"miniwob/{n}" for n in sorted(MINIWOB)] + [f"desktop/{n}" for n in sorted(DESKTOP)]
-
-
-class OracleError(RuntimeError):
-    pass
-
-
-def _center_of(el: dict[str, Any]) -> dict[str, int]:
-    return {"x": round(el["x"] + el["w"] / 2), "y": round(el["y"] + el["h"] / 2)}
-
-
-class Ctx:
-    def __init__(self, sb: Sandbox, state: dict[str, Any]) -> None:
-        self.sb, self.state = sb, state
-        self.actions: list[dict[str, Any]] = []
-
-    @property
-    def fields(self) -> dict[str, str]:
-        return self.state.get("fields", {})
-
-    @property
-    def elements(self) -> list[dict[str, Any]]:
-        return self.state.get("elements", [])
-
-    async def refresh(self) -> None:
-        self.state = await self.sb.oracle()
-
-    def find_all(
-        self, tag: str | None = None, text: str | None = None, id: str | None = None, cls: str | None = None
-    ) -> list[dict[str, Any]]:
-        out = []
-        for e in self.elements:
-            if tag is not None and e["tag"] != tag:
-                continue
-            if text is not None and (e.get("text") or "").strip() != text:
-                continue
-            if id is not None and e.get("id") != id:
-                continue
-            if cls is not None and cls not in (e.get("classes") or "").split():
-                continue
-            out.append(e)
-        return out
-
-    def find(self, **kw: Any) -> dict[str, Any]:
-        found = self.find_all(**kw)
-        if not found:
-            raise OracleError(f"{self.state.get('task')}: no element {kw}")
-        return found[0]
-
-    async def act(self, action: dict[str, Any]) -> dict[str, Any]:
-        self.actions.append(action)
-        return await self.sb.act(action)
-
-    async def click(self, el: dict[str, Any], dx: float | None = None) -> None:
-        if dx is None:
-            await self.act({"type": "click", **_center_of(el)})
-            return
-        x = el["x"] + (dx if dx is not None else el["w"] / 2)
-        await self.act({"type": "click", "x": round(x), "y": round(el["y"] + el["h"] / 2)})
-
-    async def type(self, text: str) -> None:
-        await self.act({"type": "type", "text": text})
-
-    async def key(self, keys: str) -> None:
-        await self.act({"type": "key", "keys": keys})
-
-    async def fill(self, el: dict[str, Any], text: str) -> None:
-        await self.click(el)
-        await self.type(text)
-
-    async def submit(self, label: str = "Submit") -> None:
-        await self.click(self.find(tag="BUTTON", text=label))
-
-    async def wait_for(self, pred: Callable[[], Any], timeout: float = 5.0) -> Any:
-        """Polls the task state until pred() holds (e.g. an animation finished)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            await self.refresh()
-            try:
-                val = pred()
-            except OracleError:
-                val = None
-            if val:
-                return val
-            if time.monotonic() > deadline:
-                raise OracleError(f"{self.state.get('task')}: condition not met in {timeout} s")
-            await asyncio.sleep(0.05)
+    return register(SOLVERS, *names)
 
 
 def _first(items: Any) -> dict[str, Any]:
@@ -133,7 +27,6 @@ def _first(items: Any) -> dict[str, Any]:
     raise OracleError("expected element not found")
 
 
-# -- MiniWoB++ ---------------------------------------------------------------------------------------
 @miniwob("click-test")
 async def _click_test(c: Ctx) -> None:
     await c.click(c.find(tag="BUTTON"))
@@ -405,84 +298,7 @@ async def _enter_date(c: Ctx) -> None:
 @miniwob("choose-list")
 async def _choose_list(c: Ctx) -> None:
     # Opens chromium's native popup; wait until it is drawn, then type-ahead picks the item.
-    await c.act({"type": "click", "wait_change_s": 2, **_center_of(c.find(tag="SELECT"))})
+    await c.act({"type": "click", "wait_change_s": 2, **center_of(c.find(tag="SELECT"))})
     await c.type(c.fields["target"])
     await c.act({"type": "key", "keys": "Return", "wait_change_s": 1})
     await c.submit()
-
-
-# -- desktop tasks --------------------------------------------------------------------------------
-def _center(c: Ctx) -> dict[str, Any]:
-    w, h = c.state["screen"]
-    return {"type": "click", "x": w // 2, "y": h // 2}
-
-
-@desktop("editor-save")
-async def _editor_save(c: Ctx) -> None:
-    await c.act(_center(c))
-    await c.type(c.state["text"])
-    await c.key("ctrl+s")
-
-
-@desktop("editor-save-as")
-async def _editor_save_as(c: Ctx) -> None:
-    await c.act(_center(c))
-    await c.type(c.state["text"])
-    # The file chooser maps its window before its name field takes input: wait for the screen to settle.
-    await c.act({"type": "key", "keys": "ctrl+s", "wait_change_s": 3})
-    await c.wait_for(lambda: any("save" in t.lower() for t in c.state["windows"]), timeout=10)
-    await c.act({"type": "wait", "seconds": 0, "wait_change_s": 0.5})
-    # The chooser opens in the editor's folder (the task's folder): the file name is enough, and a
-    # typed full path would pop up GTK's location completion, which swallows the Return.
-    await c.key("ctrl+a")
-    await c.act({"type": "type", "text": c.state["path"].rsplit("/", 1)[1], "wait_change_s": 2})
-    # Like a person: press Enter, and again if the dialog is still open (GTK may still be busy with the
-    # typed name when the first one arrives).
-    for _ in range(5):
-        await c.act({"type": "key", "keys": "Return", "wait_change_s": 1})
-        try:
-            await c.wait_for(lambda: not any(t == "Save As" for t in c.state["windows"]), timeout=1)
-            return
-        except OracleError:
-            continue
-
-
-@desktop("terminal-file")
-async def _terminal_file(c: Ctx) -> None:
-    path = c.state["path"]
-    await c.act(_center(c))
-    await c.type(f"mkdir -p '{path.rsplit('/', 1)[0]}' && echo {c.state['text']} > '{path}'")
-    await c.key("Return")
-
-
-async def solve(sb: Sandbox) -> Ctx:
-    """Solves the task that was last reset in `sb`; returns the context (its actions)."""
-    state = await sb.oracle()
-    family, name = state["task"].split("/", 1)
-    table = MINIWOB if family == "miniwob" else DESKTOP
-    if name not in table:
-        raise OracleError(f"no oracle for {state['task']}")
-    ctx = Ctx(sb, state)
-    await table[name](ctx)
-    return ctx
-
-
-async def random_actions(
-    sb: Sandbox, n: int, rng: random.Random, width: int = 1280, height: int = 800
-) -> None:
-    """A random policy over the public action space (clicks, typing, keys, scrolls)."""
-    for _ in range(n):
-        kind = rng.choice(["click", "click", "double_click", "type", "key", "scroll"])
-        x, y = rng.randrange(width), rng.randrange(height)
-        if kind in ("click", "double_click"):
-            act: dict[str, Any] = {"type": kind, "x": x, "y": y}
-        elif kind == "type":
-            act = {
-                "type": "type",
-                "text": "".join(rng.choice("abcxyz 123") for _ in range(rng.randint(1, 8))),
-            }
-        elif kind == "key":
-            act = {"type": "key", "keys": rng.choice(["Return", "Tab", "BackSpace", "ctrl+a", "Escape"])}
-        else:
-            act = {"type": "scroll", "x": x, "y": y, "dy": rng.choice([-3, 3])}
-        await sb.act(act)
