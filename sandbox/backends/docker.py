@@ -6,7 +6,7 @@ Control traffic: with no network there is no port to publish, so the server list
 a per-box host directory bind-mounted at /run/cua. A published port would need a bridge network (with
 egress unless --internal; an internal network with a published port was not measured here), while the
 unix socket works with network none and costs no port bookkeeping. One HTTP connection per box, never an
-exec per step (each podman exec leaves conmon processes behind for minutes, DESIGN §6).
+exec per step (each podman exec leaves conmon processes behind for minutes, docs/architecture.md, Containers).
 """
 
 from __future__ import annotations

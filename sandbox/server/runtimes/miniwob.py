@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from sandbox.server.display import Display
 from sandbox.server.runtimes.base import Runtime, TaskError
 
-# DESIGN §6: what chromium needs inside Xvfb without a GPU, a sandbox or a network.
+# What chromium needs inside Xvfb without a GPU, a sandbox or a network (docs/architecture.md, Desktops).
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
