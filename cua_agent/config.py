@@ -76,7 +76,11 @@ class AgentConfig:
     max_new_tokens: int = 128
     temperature: float = 1.0
     on_parse_failure: str = "noop"  # "noop": keep going, "end": end the episode
-    format_penalty: float = 0.1
+    # Reward design (rollout/rewards.py): the format term spans +-format_reward (share of valid turns);
+    # declaring done on an unsolved task costs quit_penalty. 0 < quit_penalty < 2 * format_reward ranks
+    # solve > attempt > quit > malformed output.
+    format_reward: float = 0.1
+    quit_penalty: float = 0.1
     turn_discount: float = 1.0
     turn_timeout_s: float = 180.0
     episode_timeout_s: float = 900.0
@@ -114,7 +118,13 @@ class AgentConfig:
             "agent.on_parse_failure",
             f"must be one of {PARSE_FAILURE_MODES}, got {self.on_parse_failure!r}",
         )
-        _check(self.format_penalty >= 0, "agent.format_penalty", f"must be >= 0, got {self.format_penalty}")
+        _check(self.format_reward >= 0, "agent.format_reward", f"must be >= 0, got {self.format_reward}")
+        _check(
+            self.quit_penalty == 0 or 0 < self.quit_penalty < 2 * self.format_reward,
+            "agent.quit_penalty",
+            f"must be 0 or in (0, 2 * agent.format_reward = {2 * self.format_reward}): a larger one ranks "
+            f"quitting below malformed output, got {self.quit_penalty}",
+        )
         _check(
             0 < self.turn_discount <= 1, "agent.turn_discount", f"must be in (0, 1], got {self.turn_discount}"
         )
@@ -247,6 +257,19 @@ def validate(config: CUAGRPOConfig) -> None:
         "actor.reward_norm",
         "must be null: rewards are normalised per group in the workflow (AReaL's group normaliser assumes "
         "a fixed number of rows per group, episodes have a variable number of turns)",
+    )
+    adv_norm = config.actor.adv_norm
+    _check(
+        adv_norm is None or adv_norm.mean_level == "none",
+        "actor.adv_norm",
+        "must be null or have mean_level: none: advantages are normalised per group in the workflow, and "
+        "re-centring them over the batch's tokens gives a group of equal rewards a non-zero advantage",
+    )
+    _check(
+        not config.actor.use_decoupled_loss or config.actor.rejection_sampling is not None,
+        "actor.rejection_sampling",
+        "must be set with actor.use_decoupled_loss: without it AReaL applies no behaviour importance weight "
+        "(pi_proximal / pi_behaviour), so rollouts of older weight versions are trained on uncorrected",
     )
     _check(
         ":" in config.rollout.backend and config.rollout.backend.split(":")[0] == "vllm",

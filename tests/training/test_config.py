@@ -29,7 +29,8 @@ def test_shipped_configs_load(tmp_path, config):
     cfg = load(tmp_path, config=config)
     assert isinstance(cfg, CUAGRPOConfig)
     assert cfg.actor.weight_update_mode == "disk" and cfg.gconfig.n_samples == 1
-    assert cfg.actor.reward_norm is None and cfg.actor.adv_norm is not None
+    assert cfg.actor.reward_norm is None and cfg.actor.adv_norm is None
+    assert cfg.actor.use_decoupled_loss and cfg.actor.rejection_sampling is not None
     assert cfg.rollout.backend.startswith("vllm:") and cfg.actor.backend.startswith("fsdp:")
     assert cfg.recover.mode == "auto"
 
@@ -67,6 +68,8 @@ def test_defaults_and_overrides(tmp_path):
         ("actor.weight_update_mode=xccl", "actor.weight_update_mode"),
         ("gconfig.n_samples=4", "gconfig.n_samples"),
         ("+actor.reward_norm.mean_level=group", "actor.reward_norm"),
+        ("+actor.adv_norm.mean_level=batch", "actor.adv_norm"),
+        ("actor.rejection_sampling=null", "actor.rejection_sampling"),
         ("rollout.backend=sglang:d1", "rollout.backend"),
         ("workflow=CUAWorkflow", "workflow"),
     ],
