@@ -60,7 +60,11 @@ class CUAWorkflow(RolloutWorkflow):
             episode_timeout_s=agent.episode_timeout_s,
             max_prompt_tokens=agent.max_prompt_tokens,
         )
-        self.rewards = RewardConfig(format_penalty=agent.format_penalty, turn_discount=agent.turn_discount)
+        self.rewards = RewardConfig(
+            format_reward=agent.format_reward,
+            quit_penalty=agent.quit_penalty,
+            turn_discount=agent.turn_discount,
+        )
         self.sandboxes = RolloutSandboxes(config.sandbox)
         self.recorder = (
             RolloutRecorder(Path(rollouts_path), agent.save_screenshots)
@@ -119,9 +123,7 @@ class CUAWorkflow(RolloutWorkflow):
             self._record(episodes, {}, group_id=None)
             return None
 
-        returns = [
-            episode_reward(ep.task_reward or 0.0, ep.format_failures, self.rewards) for ep, _ in usable
-        ]
+        returns = [episode_reward(ep, self.rewards) for ep, _ in usable]
         advantages = normalise_group(returns, self.rewards.eps)
         rows: list[dict[str, Any]] = []
         advantage_of: dict[int, float] = {}

@@ -124,12 +124,14 @@ def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory):
     assert math.isclose(sum(adv), 0.0, abs_tol=1e-6)
 
 
-def test_turn_discount_and_format_penalty(workflow_factory):
-    wf = workflow_factory(turn_discount=0.5, format_penalty=0.25)
+def test_turn_discount_and_format_reward(workflow_factory):
+    wf = workflow_factory(turn_discount=0.5, format_reward=0.2, quit_penalty=0.1)
     a, b = episode(wf, 2, 1.0, seed=4), episode(wf, 2, 1.0, seed=5)
-    b.format_failures = 2  # same task reward, but two unparseable outputs: worse
+    for t in b.turns:  # same task reward, but two unparseable outputs: worse
+        t.action, t.note = None, "no valid action: no action found"
+    b.format_failures = 2
     batch = wf.group_to_batch([a, b], {"task_id": "t", "seed": 0})
-    adv = normalise_group([1.0, 1.0 - 0.5])
+    adv = normalise_group([1.0 + 0.2, 1.0 - 0.2])
     assert adv[0] > 0 > adv[1]
     assert torch.allclose(
         batch["rewards"], torch.tensor([adv[0] * 0.5, adv[0], adv[1] * 0.5, adv[1]]), atol=1e-6
