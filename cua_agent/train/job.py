@@ -38,7 +38,7 @@ from cua_agent.train.checkpointing import (
 from cua_agent.train.stopping import RunAborted, StopTraining
 from cua_agent.train.trainer import CUATrainer
 
-logger = logging.getLogger("CUATrainer")
+logger = logging.getLogger("CUAJob")
 
 LOCAL_SERVER_TIMEOUT_S = float(os.environ.get("CUA_VLLM_START_TIMEOUT", "600"))
 
