@@ -146,18 +146,21 @@ class CUAWorkflow(RolloutWorkflow):
             )
         except SandboxError as exc:
             return Episode(task["task_id"], int(task["seed"]), status="infra_error", error=f"acquire: {exc}")
-        mapping = self.view.mapping(*sb.spec.screen)
-        ep = await run_episode(
-            sb,
-            client,
-            task,
-            self.episode_cfg,
-            mapping,
-            count_tokens=self.view.count_tokens,
-            image_tokens=self.view.image_tokens(*sb.spec.screen) - 1,
-        )
-        await pool.release(sb, broken=ep.status == "infra_error")
-        return ep
+        broken = True  # an episode that raises or is cancelled leaves its box in an unknown state
+        try:
+            ep = await run_episode(
+                sb,
+                client,
+                task,
+                self.episode_cfg,
+                self.view.mapping(*sb.spec.screen),
+                count_tokens=self.view.count_tokens,
+                image_tokens=self.view.image_tokens(*sb.spec.screen) - 1,
+            )
+            broken = ep.status == "infra_error"
+            return ep
+        finally:  # shielded: a second cancellation must not leave the box marked busy
+            await asyncio.shield(pool.release(sb, broken=broken))
 
     def _record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str | None) -> None:
         if self.recorder is not None:

@@ -179,3 +179,29 @@ async def test_evaluation_client_runs_an_episode_over_the_openai_api(vllm_server
     assert all(
         not t.call.output_token_ids and t.output for t in ep.turns
     )  # text only: evaluation records no ids
+
+
+async def test_a_raising_or_cancelled_episode_gives_its_box_back(rollout_engine, tmp_path: Path):
+    """The box of an episode that raises (here: a bug, no engine) or is cancelled mid-generation (a run
+    stopping) is released, not left busy for the rest of the run."""
+    wf = CUAWorkflow(config(group_size=1, min_group_size=1, max_turns=2), rollouts_path=tmp_path / "r.jsonl")
+    row = {"task_id": "miniwob/click-test", "seed": 4}
+    try:
+        pool = await wf.sandboxes.pool()
+        with pytest.raises(AttributeError):
+            await wf._episode(None, pool, row)  # type: ignore[arg-type]
+        assert pool.size["busy"] == 0
+
+        episode = asyncio.ensure_future(wf._episode(rollout_engine, pool, row))
+        for _ in range(600):  # until the episode holds its box
+            if pool.size["busy"] == 1:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # resetting the task or waiting on the model
+        assert pool.size["busy"] == 1 and not episode.done()
+        episode.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await episode
+        assert pool.size["busy"] == 0
+    finally:
+        await wf.close()
