@@ -34,6 +34,8 @@ from areal.utils import logging, timeutil
 from areal.utils.recover import RecoverInfo
 from areal.utils.saver import Saver
 
+from cua_agent.inference.model_files import ModelNotFoundError, model_dir
+
 log = logging.getLogger("Checkpoints")
 
 FORMAT = 1
@@ -58,10 +60,13 @@ class CheckpointError(RuntimeError):
 
 # ---- what a checkpoint belongs to -------------------------------------------------------------------------
 def model_shape(model_path: str) -> dict[str, Any]:
-    """The parts of an HF config.json that decide whether a checkpoint's tensors fit the model."""
-    cfg_path = Path(model_path) / "config.json"
+    """The parts of an HF config.json that decide whether a checkpoint's tensors fit the model (a local
+    folder or a hub id)."""
     try:
+        cfg_path = model_dir(model_path) / "config.json"
         cfg = json.loads(cfg_path.read_text())
+    except ModelNotFoundError as exc:
+        raise CheckpointError(f"actor.path: {exc}") from exc
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"cannot read the model config {cfg_path}: {exc}") from exc
     text = cfg.get("text_config") or {}

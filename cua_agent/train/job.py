@@ -27,6 +27,7 @@ from areal.utils.dynamic_import import import_from_string
 
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.local_server import VLLMProcess, free_port, start_vllm
+from cua_agent.inference.model_files import model_dir
 from cua_agent.settings import Settings
 from cua_agent.train.checkpointing import (
     CheckpointStore,
@@ -71,7 +72,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 )
             if int(os.environ["WORLD_SIZE"]) > 1:
                 raise ValueError("inference.launch_local runs single-process only; start servers yourself")
-            server = start_vllm(Path(config.actor.path), log_dir)
+            server = start_vllm(model_dir(config.actor.path), log_dir)
             logger.info(f"Starting a local vLLM server on {config.actor.path} (log: {server.log_path})")
             server.wait_healthy(LOCAL_SERVER_TIMEOUT_S)
             addresses = [server.address]
