@@ -70,6 +70,9 @@ class AgentConfig:
     # This many groups rejected in a row (every episode lost to infrastructure: a dead server or sandbox
     # engine) aborts the run with the errors, instead of drawing rows forever.
     max_rejected_in_a_row: int = 16
+    # A group whose episodes all got the same reward has advantage 0 everywhere: skip it (counted as
+    # cua/groups_filtered) and draw another row, so every step trains on groups that carry a signal.
+    filter_equal_reward_groups: bool = True
     max_turns: int = 6
     history_screenshots: int = 2  # last K screenshots in the prompt
     coordinate_convention: str = "absolute"

@@ -5,9 +5,11 @@ when the group is rejected). What a *run* needs on top lives here:
 - `TrainingEngine` (the rollout engine `CUATrainer` builds): tells the `TaskFeed` which rows each batch
   trained on, refuses to start a batch after a stop signal, and carries an abort from the rollout thread
   to the trainer's main thread;
-- `TrackedWorkflow` wraps the workflow: it stamps each row's draw number on its training rows, reports a
-  rejected group's row as done (never replayed), and aborts the run after `agent.max_rejected_in_a_row`
-  groups in a row were rejected (every episode lost to infrastructure: a dead server or sandbox engine).
+- `TrackedWorkflow` wraps the workflow: it stamps each row's draw number on its training rows; filters
+  groups whose rewards are all equal (no signal: every advantage is 0; AReaL draws another row, so the
+  step's batch stays full); reports the row of a filtered or rejected group as done (never replayed); and
+  aborts the run after `agent.max_rejected_in_a_row` groups in a row were rejected (every episode lost to
+  infrastructure: a dead server or sandbox engine).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ class TrainingEngine(StockVLLMEngine):
         self.last_trained_rows = self.feed.done(draws) if self.feed is not None else []
         return batch
 
-    def row_rejected(self, row: dict[str, Any]) -> None:
-        """The row's group was rejected: it will not be trained on, and must not be replayed."""
+    def row_dropped(self, row: dict[str, Any]) -> None:
+        """The row's group was rejected or filtered: it will not be trained on, and must not be replayed."""
         if self.feed is not None and DRAW_KEY in row:
             self.feed.done([row[DRAW_KEY]])
 
@@ -68,29 +70,43 @@ class TrainingEngine(StockVLLMEngine):
 class TrackedWorkflow(RolloutWorkflow):
     """The workflow as the training run submits it (see the module docstring)."""
 
-    def __init__(self, workflow: RolloutWorkflow, engine: TrainingEngine, max_rejected_in_a_row: int):
+    def __init__(
+        self,
+        workflow: RolloutWorkflow,
+        engine: TrainingEngine,
+        max_rejected_in_a_row: int,
+        filter_equal_rewards: bool,
+    ):
         self.workflow = workflow
         self.engine = engine
         self.max_rejected_in_a_row = max_rejected_in_a_row
+        self.filter_equal_rewards = filter_equal_rewards
         self.rejected_in_a_row = 0
+        self.stats = {"groups_filtered": 0}
 
     async def arun_episode(self, engine: Any, data: dict[str, Any]) -> dict[str, Any] | None:
         batch = await self.workflow.arun_episode(engine, data)
-        if batch is not None:
-            self.rejected_in_a_row = 0
-            if DRAW_KEY in data:
-                batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
-            return batch
-        self.engine.row_rejected(data)
-        self.rejected_in_a_row += 1
-        if self.rejected_in_a_row >= self.max_rejected_in_a_row:
-            stats = getattr(self.workflow, "stats", {})
-            causes = ", ".join(
-                f"{k}={v}" for k, v in sorted(stats.items()) if k.startswith("infra_failures/")
-            )
-            self.engine.abort_run(
-                f"{self.rejected_in_a_row} groups in a row rejected (agent.max_rejected_in_a_row): every "
-                f"episode failed for infrastructure reasons; failures so far: {causes or 'none recorded'} "
-                "(each group's errors are in the log above)"
-            )
-        return None
+        if batch is None:
+            self.engine.row_dropped(data)
+            self.rejected_in_a_row += 1
+            if self.rejected_in_a_row >= self.max_rejected_in_a_row:
+                self._abort()
+            return None
+        self.rejected_in_a_row = 0
+        # The workflow's rows carry the group-normalised advantage: all exactly 0 when the rewards are equal.
+        if self.filter_equal_rewards and not bool(batch["rewards"].any()):
+            self.stats["groups_filtered"] += 1
+            self.engine.row_dropped(data)
+            return None
+        if DRAW_KEY in data:
+            batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
+        return batch
+
+    def _abort(self) -> None:
+        stats = getattr(self.workflow, "stats", {})
+        causes = ", ".join(f"{k}={v}" for k, v in sorted(stats.items()) if k.startswith("infra_failures/"))
+        self.engine.abort_run(
+            f"{self.rejected_in_a_row} groups in a row rejected (agent.max_rejected_in_a_row): every episode "
+            f"failed for infrastructure reasons; failures so far: {causes or 'none recorded'} (each group's "
+            "errors are in the log above)"
+        )

@@ -57,6 +57,7 @@ class CUATrainer(PPOTrainer):
         self.server_addresses = list(server_addresses)
         self.workflow = workflow  # for its episode counters in the step stats
         self.stop_signal: int | None = None
+        self.tracked: TrackedWorkflow | None = None  # the workflow as train() submits it
         self.last_finished: StepInfo | None = None
         trainer_patches.install(config.actor.attn_impl)
         # AReaL's recover (fixed directory, saved in place, no LR scheduler/RNG) is replaced by ours.
@@ -151,6 +152,8 @@ class CUATrainer(PPOTrainer):
         totals: dict[str, float] = dict(self.rollout.counters)
         if self.workflow is not None and hasattr(self.workflow, "stats"):
             totals.update(self.workflow.stats)
+        if self.tracked is not None:
+            totals.update(self.tracked.stats)
         step = {k: v - self._counted.get(k, 0) for k, v in totals.items()}
         self._counted = totals
         return step
@@ -210,8 +213,11 @@ class CUATrainer(PPOTrainer):
 
     def train(self, workflow: Any = None, *args: Any, **kwargs: Any) -> None:
         """PPOTrainer.train with the workflow wrapped for the run's bookkeeping (train/rollouts.py)."""
-        tracked = TrackedWorkflow(workflow, self.rollout, self.config.agent.max_rejected_in_a_row)
-        super().train(tracked, *args, **kwargs)
+        agent = self.config.agent
+        self.tracked = TrackedWorkflow(
+            workflow, self.rollout, agent.max_rejected_in_a_row, agent.filter_equal_reward_groups
+        )
+        super().train(self.tracked, *args, **kwargs)
 
     def _init_rollout(
         self,

@@ -1,0 +1,83 @@
+"""What the training run does with each group the workflow returns (train/rollouts.py TrackedWorkflow):
+groups whose rewards are all equal carry no signal and are filtered (counted, their row done, more rows
+drawn so the step's batch stays full); rejected groups count towards the abort; rows are stamped with their
+draw number. The inner workflow here hands back prepared groups: it stands for any RolloutWorkflow, whose
+contract is a dict of [B, L] tensors or None."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import torch
+from areal.api.workflow_api import RolloutWorkflow
+
+from cua_agent.train.data_feed import DRAW_KEY
+from cua_agent.train.rollouts import TrackedWorkflow
+
+
+class Prepared(RolloutWorkflow):
+    def __init__(self, groups: list[dict | None]):
+        self.groups = list(groups)
+        self.stats = {"infra_failures/SandboxDied": 2}
+
+    async def arun_episode(self, engine, data):
+        return self.groups.pop(0)
+
+
+class Run:
+    """The run's side of TrainingEngine that TrackedWorkflow talks to."""
+
+    def __init__(self) -> None:
+        self.done: list[int] = []
+        self.aborted: list[str] = []
+
+    def row_dropped(self, row: dict) -> None:
+        self.done.append(row[DRAW_KEY])
+
+    def abort_run(self, reason: str) -> None:
+        self.aborted.append(reason)
+
+
+def group(*rewards: float) -> dict:
+    n = len(rewards)
+    return {"input_ids": torch.ones(n, 4, dtype=torch.long), "rewards": torch.tensor(rewards)}
+
+
+def run(tracked: TrackedWorkflow, n: int) -> list[dict | None]:
+    async def go():
+        return [
+            await tracked.arun_episode(SimpleNamespace(), {"task_id": "t", DRAW_KEY: i}) for i in range(n)
+        ]
+
+    return asyncio.run(go())
+
+
+def test_equal_reward_groups_are_filtered_counted_and_their_rows_done():
+    engine = Run()
+    inner = Prepared([group(0.7, -0.7, 0.0), group(0.0, 0.0, 0.0, 0.0), group(0.0, 0.0), None])
+    tracked = TrackedWorkflow(inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True)
+    out = run(tracked, 4)
+    assert out[0] is not None and out[0][DRAW_KEY].tolist() == [0, 0, 0]
+    assert out[1:] == [None, None, None]
+    assert tracked.stats == {"groups_filtered": 2}
+    assert engine.done == [1, 2, 3]  # filtered and rejected rows are never replayed
+    assert engine.aborted == []  # filtered groups are no infrastructure failures: one rejection in a row
+
+
+def test_without_the_filter_equal_groups_are_trained_on():
+    tracked = TrackedWorkflow(
+        Prepared([group(0.0, 0.0)]), Run(), max_rejected_in_a_row=2, filter_equal_rewards=False
+    )
+    (out,) = run(tracked, 1)
+    assert out is not None and tracked.stats == {"groups_filtered": 0}
+
+
+def test_rejections_in_a_row_abort_with_the_failure_counts():
+    engine = Run()
+    inner = Prepared([None, group(0.0, 0.0), None, None])
+    tracked = TrackedWorkflow(inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True)
+    run(tracked, 4)
+    assert len(engine.aborted) == 1
+    assert engine.aborted[0].startswith("2 groups in a row rejected (agent.max_rejected_in_a_row)")
+    assert "infra_failures/SandboxDied=2" in engine.aborted[0]
