@@ -25,6 +25,7 @@ from cua_agent.episode.model_view import ModelView
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams
+from cua_agent.rollout.outcomes import Outcomes
 from cua_agent.rollout.recorder import RolloutRecorder
 from cua_agent.rollout.rewards import RewardConfig, episode_reward, normalise_group, turn_rewards
 from cua_agent.rollout.rows import RowBuilder, RowMismatchError
@@ -72,6 +73,7 @@ class CUAWorkflow(RolloutWorkflow):
             else RolloutRecorder.for_run(config)
         )
         self.stats = {"episodes": 0, "infra_failures": 0, "groups_rejected": 0, "rows": 0}
+        self.outcomes = Outcomes()
 
     def preflight(self) -> None:
         self.sandboxes.preflight()
@@ -91,6 +93,8 @@ class CUAWorkflow(RolloutWorkflow):
     def group_to_batch(self, episodes: list[Episode], data: dict[str, Any]) -> dict[str, Any] | None:
         """The group's training rows (one per model call), or None if too few episodes are usable."""
         ok = [ep for ep in episodes if ep.ok]
+        for ep in ok:
+            self.outcomes.add(ep)
         self.stats["episodes"] += len(episodes)
         self.stats["infra_failures"] += len(episodes) - len(ok)
         for ep in episodes:

@@ -30,6 +30,7 @@ from areal.utils.environ import is_single_controller
 from areal.utils.stats_logger import StatsLogger
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.rollout.outcomes import rates
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
@@ -75,6 +76,7 @@ class CUATrainer(PPOTrainer):
             self.recover_info = self._resume(resume_from)
         self._next_lr = self._lr()
         self._counted: dict[str, float] = {}
+        self._outcomes_counted: dict[str, float] = {}
         self.steps_path = Path(StatsLogger.get_log_path(config.stats_logger)) / "steps.jsonl"
 
     def _create_dataloader(self, dataset: Any, dataset_config: Any, rank: int, world_size: int) -> Any:
@@ -137,11 +139,13 @@ class CUATrainer(PPOTrainer):
         if self.eval_rollout is not None:
             stats.update(self.eval_rollout.export_stats())
         faults = self._fault_counts()
+        outcomes = self._outcome_rates()
         stats.update({f"cua/{k}": v for k, v in faults.items()})
+        stats.update({f"cua/episodes/{k}": v for k, v in outcomes.items()})
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
         if (dist.get_rank() if dist.is_initialized() else 0) == 0:
-            self._record_step(global_step, lr, faults)
+            self._record_step(global_step, lr, faults, outcomes)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
         if self.stop_signal is not None:
@@ -158,7 +162,17 @@ class CUATrainer(PPOTrainer):
         self._counted = totals
         return step
 
-    def _record_step(self, global_step: int, lr: float, faults: dict[str, float]) -> None:
+    def _outcome_rates(self) -> dict[str, float]:
+        """What the policy achieved in the episodes scored during this step (rollout/outcomes.py)."""
+        outcomes = getattr(self.workflow, "outcomes", None)
+        totals = outcomes.snapshot() if outcomes is not None else {}
+        step = {k: v - self._outcomes_counted.get(k, 0) for k, v in totals.items()}
+        self._outcomes_counted = totals
+        return rates(step)
+
+    def _record_step(
+        self, global_step: int, lr: float, faults: dict[str, float], outcomes: dict[str, float]
+    ) -> None:
         rows = [
             {"draw": r.get(DRAW_KEY), "task_id": r.get("task_id"), "seed": r.get("seed")}
             for r in self.rollout.last_trained_rows
@@ -169,6 +183,7 @@ class CUATrainer(PPOTrainer):
             "weight_version": self.rollout.get_version(),
             "rows": rows,
             "faults": faults,
+            "episodes": outcomes,
             "pid": os.getpid(),
             "time": time.time(),
         }
@@ -176,9 +191,17 @@ class CUATrainer(PPOTrainer):
         with open(self.steps_path, "a") as f:
             f.write(json.dumps(record) + "\n")
         failures = {k: v for k, v in faults.items() if v and k not in ("episodes", "rows")}
+        n = int(outcomes.get("all/episodes", 0))
+        scored = (
+            f"success {outcomes['all/success_rate']:.0%} of {n} scored, task reward "
+            f"{outcomes['all/task_reward']:.2f}, {outcomes['all/episode_turns']:.1f} turns, format failures "
+            f"{outcomes['all/format_failure_rate']:.0%} of turns, quits {outcomes['all/quit_rate']:.0%}"
+            if n
+            else "no episode scored"
+        )
         logger.info(
-            f"Step {global_step + 1}: {int(faults.get('episodes', 0))} episodes, lr {lr:.3g}, served version "
-            f"{record['weight_version']}"
+            f"Step {global_step + 1}: {scored}; {int(faults.get('episodes', 0))} episodes, lr {lr:.3g}, "
+            f"served version {record['weight_version']}"
             + (
                 f", faults: {', '.join(f'{k}={int(v)}' for k, v in sorted(failures.items()))}"
                 if failures

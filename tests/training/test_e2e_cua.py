@@ -58,7 +58,15 @@ def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
     assert all(e["task_reward"] is not None and e["turns"] for e in episodes)
     assert {t["version"] for e in episodes for t in e["turns"]} <= {0, 1}
     assert list((exp / "screenshots").rglob("*.png"))
-    assert "Train step 2/" in (exp / "logs" / "training.log").read_text(errors="replace")
+    log = (exp / "logs" / "training.log").read_text(errors="replace")
+    assert "Train step 2/" in log
+    # what the policy achieved, per step: in steps.jsonl and in the step's log line, from the episodes
+    steps = [json.loads(x) for x in next((exp / "logs").rglob("steps.jsonl")).read_text().splitlines()]
+    scored = sum(s["episodes"].get("all/episodes", 0) for s in steps)
+    assert 0 < scored <= len(episodes)
+    assert all(0 <= s["episodes"]["all/success_rate"] <= 1 for s in steps if s["episodes"])
+    assert any("miniwob/success_rate" in s["episodes"] for s in steps)
+    assert "Step 1: success " in log or "Step 1: no episode scored" in log
     trial = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "default"
     assert (trial.parent / "recover" / "globalstep1" / "manifest.json").is_file()
     assert not list(trial.glob("weight_update_v*")), "weight-sync copies must be removed once loaded"
