@@ -1,6 +1,7 @@
-"""Fixes for the trainer process's transformers (5.3, the newest AReaL 1.0.4 allows), so that AReaL's FSDP
-actor recomputes exactly what the vLLM server computed. Each was measured on the tiny Qwen2.5-VL with
-tests/consistency (AReaL recompute vs the server's logprobs on real screenshot rows).
+"""Fixes for the trainer process. 1 and 2 patch transformers (5.3, the newest AReaL 1.0.4 allows) so that
+AReaL's FSDP actor recomputes exactly what the vLLM server computed; each was measured on the tiny
+Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on real screenshot rows).
+3 patches AReaL's redistribution of rollouts across trainer ranks.
 
 1. Packed micro-batches with `sdpa`: AReaL packs several sequences into one row and passes their bounds as
    `cu_seq_lens_q` for flash-attention's varlen kernels, with `attention_mask={"full_attention": None}`
@@ -12,6 +13,11 @@ tests/consistency (AReaL recompute vs the server's logprobs on real screenshot r
    `start + t_index * time_interval` (the original Qwen2.5-VL algorithm, which vLLM implements). Image tokens
    then carry wrong rotary phases: ~3e-3 logprob error on the tiny model (tokens_per_second 4; 2 in the real
    Qwen2.5-VL configs). HF's own forward only uses these 3-D positions when `mm_token_type_ids` is passed.
+3. Ragged lists across ranks: before every update AReaL gathers each rank's trajectories on every rank
+   (areal/infra/dist_rollout.py, `all_gather_tensor_container`), element by element, and raises on lists
+   of different lengths. A group's `multi_modal_input` holds one entry per row (turn), so two ranks whose
+   groups differ in turns crashed the first step with more than one trainer process
+   (tests/training/test_ragged_redistribution.py). Such lists are gathered whole instead.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ def install(attn_impl: str) -> None:
 
         Qwen2_5_VLModel.get_vision_position_ids = vision_position_ids  # type: ignore[method-assign]
         _installed.add("mrope")
+    if "ragged" not in _installed:
+        import areal.infra.dist_rollout as dist_rollout
+
+        dist_rollout.all_gather_tensor_container = all_gather_ragged
+        _installed.add("ragged")
 
 
 def segmented_sdpa(
@@ -88,3 +99,42 @@ def vision_position_ids(
     h_index = torch.arange(h, device=device).repeat_interleave(w).repeat(t)
     w_index = torch.arange(w, device=device).repeat(h * t)
     return torch.stack([t_index, h_index, w_index]).long() + start_position
+
+
+def all_gather_ragged(data: Any, group: Any = None) -> Any:
+    """AReaL's `all_gather_tensor_container` (fix 3): the same result, but a list may have a different length
+    on each rank. Such a list is gathered whole as one object per rank (its tensors through the CPU, then
+    back on this rank's device); everything else goes through AReaL's tensor gathers."""
+    import torch.distributed as dist
+    from areal.utils.data import all_gather_tensor_container, tensor_container_to
+
+    world = dist.get_world_size(group)
+    if isinstance(data, list):
+        lengths: list[Any] = [None] * world
+        dist.all_gather_object(lengths, len(data), group=group)
+        if len(set(lengths)) > 1:
+            device = next((t.device for t in _tensors(data)), torch.device("cpu"))
+            gathered: list[Any] = [None] * world
+            dist.all_gather_object(gathered, tensor_container_to(data, "cpu"), group=group)
+            return [tensor_container_to(x, device) for x in gathered]
+        items = [all_gather_ragged(d, group) for d in data]
+        return list(zip(*items, strict=True))  # as AReaL: one tuple per rank
+    if isinstance(data, dict):
+        keys: list[Any] = [None] * world
+        dist.all_gather_object(keys, set(data), group=group)
+        if any(k != set(data) for k in keys):
+            raise RuntimeError(f"Trying to all-gather dicts with mismatched keys: {keys}")
+        per_key = {k: all_gather_ragged(v, group) for k, v in data.items()}
+        return [{k: v[i] for k, v in per_key.items()} for i in range(world)]
+    return all_gather_tensor_container(data, group=group)
+
+
+def _tensors(data: Any) -> Any:
+    if torch.is_tensor(data):
+        yield data
+    elif isinstance(data, dict):
+        for v in data.values():
+            yield from _tensors(v)
+    elif isinstance(data, list | tuple):
+        for v in data:
+            yield from _tensors(v)
