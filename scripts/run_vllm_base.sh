@@ -32,4 +32,4 @@ serve_until_exit "${VLLM_HOST:-0.0.0.0}" "${VLLM_PORT:-8000}" "${VLLM_HEALTH_TIM
     --tensor-parallel-size "$tp" --dtype bfloat16 \
     --gpu-memory-utilization "${VLLM_GPU_MEMORY_UTILIZATION:-0.85}" \
     --max-model-len "${VLLM_MAX_MODEL_LEN:-32768}" --limit-mm-per-prompt '{"image": 8}' \
-    --disable-log-stats "$@"
+    --generation-config vllm --disable-log-stats "$@"

@@ -23,4 +23,4 @@ serve_until_exit "${VLLM_HOST:-127.0.0.1}" "${VLLM_PORT:-8000}" "${VLLM_HEALTH_T
     --model "$model" --served-model-name "$served_name" --host "${VLLM_HOST:-127.0.0.1}" --port "${VLLM_PORT:-8000}" \
     --dtype float32 --enforce-eager --distributed-executor-backend uni \
     --max-model-len "${VLLM_MAX_MODEL_LEN:-8192}" --limit-mm-per-prompt '{"image": 8}' \
-    --disable-log-stats "$@"
+    --generation-config vllm --disable-log-stats "$@"

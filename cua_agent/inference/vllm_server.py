@@ -53,10 +53,20 @@ def close_sessions_of_other_loops(timeout_s: float = 5.0) -> None:
 
 @dataclass
 class SamplingParams:
+    """Every sampling parameter, sent explicitly with each request. The trainer recomputes the plain
+    (temperature-scaled) distribution and the server returns logprobs from before its logits processors,
+    so the tokens must be sampled from that distribution: no truncation, no penalties. A parameter left out
+    would take the model's generation_config.json default (Qwen2.5-VL-7B-Instruct ships
+    repetition_penalty 1.05, top_k, top_p); the launchers also pass `--generation-config vllm`."""
+
     max_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     stop_token_ids: list[int] = field(default_factory=list)
     seed: int | None = None
     ignore_eos: bool = False  # fixed-length generations (benchmarks, tests)
@@ -70,6 +80,10 @@ class SamplingParams:
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
             "stop_token_ids": list(self.stop_token_ids),
             # Token ids are the truth for training; text is derived. Keep special tokens in the text so the
             # text and the ids agree.

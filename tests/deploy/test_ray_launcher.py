@@ -1,12 +1,15 @@
 """Multi-node through AReaL's Ray launcher: a head and a worker node (`ray start` on this machine, one
 logical GPU each), `python -m cua_agent.train.launch_ray train_areal.py --config configs/local_cpu.yaml` runs one
 GRPO step with FSDP d2 — one trainer rank per node, rendezvous across the nodes — against the shared vLLM
-CPU server and real sandboxes. The launcher exits 0, the new weights reach the server, and nothing is left:
-no process in the launcher's or the nodes' sessions once the nodes are stopped, no sandbox of the ranks."""
+CPU server and real sandboxes. The two ranks' groups differ in turns (one task allows 1 turn, the other 2),
+so their rows differ in number when AReaL redistributes them. The launcher exits 0, the new weights reach
+the server, and nothing is left: no process in the launcher's or the nodes' sessions once the nodes are
+stopped, no sandbox of the ranks."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -62,9 +65,20 @@ class TrainerWatch:
         self._thread.join()
 
 
+def variable_turn_tasks(path: Path) -> Path:
+    """Two rows (one seed per task): each rank draws one, and their groups have 2 and 4 rows."""
+    rows = [
+        {"task_id": "miniwob/click-test", "max_turns": 1, "seeds": [0, 1], "split": "train"},
+        {"task_id": "miniwob/click-button", "max_turns": 2, "seeds": [0, 1], "split": "train"},
+    ]
+    path.write_text("".join(json.dumps({"instruction": None, "tags": [], **r}) + "\n" for r in rows))
+    return path
+
+
 def test_one_step_on_two_ray_nodes(vllm_servers, tmp_path: Path):
     server = vllm_servers["untied"]
     exp = tmp_path / "exp"
+    tasks = variable_turn_tasks(tmp_path / "tasks.jsonl")
     cluster = LocalRayCluster()
     t0 = time.monotonic()
     try:
@@ -90,10 +104,10 @@ def test_one_step_on_two_ray_nodes(vllm_servers, tmp_path: Path):
             "rollout.max_head_offpolicyness=0",  # no rollouts for a step that will not run
             "inference.launch_local=false",
             f'inference.addresses=["{server.address}"]',
-            "tasks.task_ids=[miniwob/click-test]",
+            f"tasks.train_path={tasks}",
             "agent.group_size=2",
             "agent.min_group_size=2",
-            "agent.max_turns=1",
+            "agent.max_turns=2",
             "agent.max_new_tokens=24",
             "sandbox.max_concurrency=2",
         ]
@@ -122,6 +136,13 @@ def test_one_step_on_two_ray_nodes(vllm_servers, tmp_path: Path):
         assert "Train step 1/" in rank0
         assert "world_size=2" in rank0 and "world_size=2" in rank1
         assert asyncio.run(served_version(server.address)) == 1
+        # the ranks' groups had different numbers of rows (turns): the case AReaL's redistribution failed on
+        rows = []
+        for name in ("rollouts.jsonl", "rollouts-rank1.jsonl"):
+            episodes = [json.loads(x) for x in (exp / name).read_text().splitlines()]
+            first = episodes[0]["group"]
+            rows.append(sum(len(e["turns"]) for e in episodes if e["group"] == first))
+        assert rows[0] != rows[1], f"rows per rank: {rows}"
         assert left_in_session(proc.pid) == [], "the launcher left processes behind"
     finally:
         t2 = time.monotonic()
