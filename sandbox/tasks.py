@@ -8,7 +8,7 @@
 overrides it. `seeds` is a half-open range [lo, hi). Errors name the file, line and field.
 
 `sandbox` is what this task's box needs, over the run's defaults (`TaskSpec.sandbox_spec`): `image` (absent:
-the run's image) and `resources` (absent ones: the run's). Where boxes run is not the task's to say: the
+the run's image) and `resources` (absent ones: the run's); a row without `sandbox` takes the run's box. Where boxes run is not the task's to say: the
 backend is the run's choice, and a row that names one is an error.
 """
 
@@ -84,7 +84,7 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
         sorted(unknown)[0] if unknown else "",
         f"unknown field (known: {sorted(TOP_FIELDS)})",
     )
-    for req in ("task_id", "sandbox", "max_turns", "seeds", "split"):
+    for req in ("task_id", "max_turns", "seeds", "split"):
         _check(req in obj, where, req, "is required")
     tid = obj["task_id"]
     _check(
@@ -100,7 +100,7 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
         "instruction",
         "must be null (set by the box at reset) or a non-empty string",
     )
-    sb = obj["sandbox"]
+    sb = obj.get("sandbox", {})  # absent: the run's defaults
     _check(isinstance(sb, dict), where, "sandbox", "must be an object")
     _check(
         "backend" not in sb,

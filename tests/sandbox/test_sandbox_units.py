@@ -181,6 +181,12 @@ def test_task_spec_roundtrip_and_json_errors(tmp_path):
         load_tasks(path)
 
 
+def test_a_row_without_a_sandbox_block_takes_the_runs_box():
+    row = {k: v for k, v in GOOD.items() if k != "sandbox"}
+    run = SandboxSpec(image="cua-sandbox:abc123", memory_mb=2048)
+    assert parse_task(row).sandbox_spec(run) == run
+
+
 def test_a_row_naming_a_backend_is_refused_with_where_to_choose_it(tmp_path):
     path = tmp_path / "t.jsonl"
     row = {**GOOD, "sandbox": {**GOOD["sandbox"], "backend": "docker"}}
