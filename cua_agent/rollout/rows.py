@@ -18,6 +18,11 @@ class RowMismatchError(RuntimeError):
     """The trainer-side view of a call disagrees with the server's (processor or template drift)."""
 
 
+class PlaceholderInOutput(ValueError):
+    """The model sampled one of its own vision placeholder tokens: the policy's failure, not the
+    infrastructure's (such a row cannot be trained exactly: the trainer's model would read an image slot)."""
+
+
 class RowBuilder:
     def __init__(self, view: ModelView):
         self.view = view
@@ -33,8 +38,8 @@ class RowBuilder:
             mm = {"pixel_values": enc["pixel_values"], "image_grid_thw": enc["image_grid_thw"]}
             expected = int((enc["image_grid_thw"].prod(-1) // self.view.merge**2).sum())
         if set(out) & set(self.view.vision_token_ids):
-            raise RowMismatchError(
-                "the output contains a vision placeholder token (the model's own input markup)"
+            raise PlaceholderInOutput(
+                "a vision placeholder token in the output (the model's own input markup)"
             )
         found = prompt.count(self.view.image_token_id)
         if found != expected:

@@ -28,7 +28,7 @@ from cua_agent.inference.vllm_server import SamplingParams
 from cua_agent.rollout.outcomes import Outcomes
 from cua_agent.rollout.recorder import RolloutRecorder
 from cua_agent.rollout.rewards import RewardConfig, episode_reward, normalise_group, turn_rewards
-from cua_agent.rollout.rows import RowBuilder, RowMismatchError
+from cua_agent.rollout.rows import PlaceholderInOutput, RowBuilder, RowMismatchError
 from cua_agent.rollout.sandboxes import RolloutSandboxes
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
@@ -118,7 +118,7 @@ class CUAWorkflow(RolloutWorkflow):
         usable: list[tuple[Episode, list[dict[str, Any]]]] = []
         for ep in ok:
             try:
-                usable.append((ep, [self.rows.row(t.call, 0.0) for t in ep.turns]))
+                usable.append((ep, self._rows(ep)))
             except RowMismatchError as exc:
                 ep.status, ep.error = "infra_error", f"RowMismatchError: {exc}"
                 self.stats["infra_failures"] += 1
@@ -141,6 +141,18 @@ class CUAWorkflow(RolloutWorkflow):
         self.stats["rows"] += len(rows)
         self._record(episodes, advantage_of, group_id=uuid.uuid4().hex[:12])
         return concat_padded_tensors(rows) if rows else None
+
+    def _rows(self, ep: Episode) -> list[dict[str, Any]]:
+        """The episode's rows. A turn whose output holds a vision placeholder is the policy's failure: it
+        counts as malformed (the episode keeps its place, and its reward, in the group) and has no row."""
+        rows = []
+        for t in ep.turns:
+            try:
+                rows.append(self.rows.row(t.call, 0.0))
+            except PlaceholderInOutput as exc:
+                t.note = f"no valid action: {exc}"
+                ep.format_failures += 1
+        return rows
 
     async def _episode(self, engine: StockVLLMEngine, pool: SandboxPool, task: dict[str, Any]) -> Episode:
         client = EngineChatClient(engine, self.sampling, rid=uuid.uuid4().hex)

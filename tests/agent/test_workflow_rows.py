@@ -177,20 +177,23 @@ def test_rollouts_jsonl_and_screenshots(workflow_factory):
     assert len(shots) >= 3
 
 
-def test_output_with_a_vision_placeholder_drops_the_episode_not_the_step(workflow_factory):
-    """A sampled <|image_pad|> would be taken for an image slot by the trainer's model (and crash its
-    mRoPE): such an episode is dropped, the rest of the group trains."""
+def test_output_with_a_vision_placeholder_is_the_policys_failure_not_a_dropped_episode(workflow_factory):
+    """A sampled <|image_pad|> would be taken for an image slot by the trainer's model: that turn has no
+    row, and it counts as a malformed turn. The episode is not dropped (dropping the policy's failures
+    would hide them from the gradient): it keeps its place and its lower reward in the group."""
     wf = workflow_factory(min_group_size=2)
     good1, good2, bad = (
         episode(wf, 1, 1.0, seed=14),
         episode(wf, 2, 0.0, seed=15),
-        episode(wf, 1, 0.0, seed=16),
+        episode(wf, 2, 0.0, seed=16),
     )
     bad.turns[0].call.output_token_ids[1] = wf.view.image_token_id
     batch = wf.group_to_batch([good1, good2, bad], {"task_id": "t", "seed": 0})
-    assert batch is not None and rows_of(batch) == 3
-    assert bad.status == "infra_error" and "vision placeholder" in bad.error
+    assert batch is not None and rows_of(batch) == 4  # 1 + 2 + the bad episode's clean turn
+    assert bad.ok and bad.format_failures == 1 and bad.turns[0].note.startswith("no valid action")
+    rewards = batch["rewards"].tolist()
+    assert rewards[3] < rewards[1] < 0 < rewards[0]  # below the clean failure: it also broke the format
     # image slots are marked on prompt positions only
-    for i in range(3):
+    for i in range(4):
         out = batch["loss_mask"][i].bool()
         assert not batch["mm_token_type_ids"][i][out].any()
