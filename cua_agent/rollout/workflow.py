@@ -93,8 +93,6 @@ class CUAWorkflow(RolloutWorkflow):
     def group_to_batch(self, episodes: list[Episode], data: dict[str, Any]) -> dict[str, Any] | None:
         """The group's training rows (one per model call), or None if too few episodes are usable."""
         ok = [ep for ep in episodes if ep.ok]
-        for ep in ok:
-            self.outcomes.add(ep)
         self.stats["episodes"] += len(episodes)
         self.stats["infra_failures"] += len(episodes) - len(ok)
         for ep in episodes:
@@ -179,5 +177,9 @@ class CUAWorkflow(RolloutWorkflow):
             await asyncio.shield(pool.release(sb, broken=broken))
 
     def _record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str | None) -> None:
+        """The group's episodes, whatever became of the group: tallied when scored, and logged."""
+        for ep in episodes:
+            if ep.task_reward is not None:
+                self.outcomes.add(ep)
         if self.recorder is not None:
             self.recorder.record(episodes, advantage_of, group_id)
