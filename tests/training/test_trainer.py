@@ -137,3 +137,55 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
     )
     print(f"\n2-step GRPO run: {elapsed:.0f}s")
     restore_weights(server.address, MODELS["untied"], tmp_path, version=version + 1)
+
+
+@pytest.mark.slow
+def test_a_bf16_actor_keeps_fp32_master_weights_that_a_gpu_sized_step_moves(vllm_servers, tmp_path: Path):
+    """The GPU configs train in bfloat16 at lr 1e-6. An Adam step moves a weight by about lr, far below
+    bf16's resolution (~1e-4 at the tiny model's weight scale), so with bf16 master weights the update would
+    vanish. AReaL keeps fp32 masters (actor.optimizer_dtype): one step on CPU must leave fp32 weights in the
+    recover checkpoint that differ from the initial ones by about the learning rate."""
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    server = vllm_servers["untied"]
+    exp = tmp_path / "exp"
+    run = run_training(
+        [
+            f"cluster.fileroot={exp}",
+            "total_train_steps=1",
+            "inference.launch_local=false",
+            f'inference.addresses=["{server.address}"]',
+            "workflow=tests.training.test_trainer.SyntheticChatWorkflow",
+            "tasks.task_ids=[miniwob/click-button]",
+            "agent.group_size=4",
+            "agent.max_new_tokens=8",
+            "actor.dtype=bfloat16",
+            "actor.optimizer.lr=1e-6",
+        ],
+        tmp_path / "run.log",
+    )
+    assert run.rc == 0, f"train_areal.py exited {run.rc}:\n{run.tail()}"
+    restore_weights(server.address, MODELS["untied"], tmp_path, version=2)
+    ckpt = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "recover" / "globalstep0"
+    dcp_to_torch_save(ckpt / "model", tmp_path / "state.pt")
+    state = torch.load(tmp_path / "state.pt", weights_only=False)
+    initial = load_file(MODELS["untied"] / "model.safetensors")
+    moved = 0
+    for name, before in initial.items():
+        after = next((v for k, v in _flat(state) if k.endswith(name.split("model.", 1)[-1])), None)
+        if after is None or after.shape != before.shape:
+            continue
+        assert after.dtype == torch.float32, (name, after.dtype)
+        delta = (after - before).abs().max().item()
+        assert delta < 1e-4, (name, delta)  # one step at lr 1e-6: small moves, no bf16 rounding of masters
+        moved += delta > 0
+    assert moved > 10, f"only {moved} tensors moved"
+
+
+def _flat(d: Any, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flat(v, f"{prefix}{k}.")
+        elif torch.is_tensor(v):
+            yield f"{prefix}{k}", v
