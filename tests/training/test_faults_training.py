@@ -21,7 +21,9 @@ from tests.training.test_resume import served_version, wait_for
 
 pytestmark = pytest.mark.slow
 
-STEPS = 4
+# The restart comes after step 3 is logged; step 4's rollouts may already be done by then (they run ahead
+# by max_head_offpolicyness), so a 5th step makes sure the run generates on the restarted server.
+STEPS = 5
 
 
 def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server(tmp_path: Path):
@@ -59,7 +61,7 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
             proxy.fail_next = 4
             wait_for(lambda: 1 in steps_of(exp, proc.pid), 300, "step 2", proc)
             proxy.hang_next = 2
-            # Step 4: restart the server; it comes back with the base weights.
+            # After step 3: restart the server; it comes back with the base weights.
             wait_for(lambda: 2 in steps_of(exp, proc.pid), 300, "step 3", proc)
             server.stop()
             server = start_vllm(MODELS["untied"], tmp_path, port=server.port)
