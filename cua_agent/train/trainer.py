@@ -141,7 +141,7 @@ class CUATrainer(PPOTrainer):
         faults = self._fault_counts()
         outcomes = self._outcome_rates()
         stats.update({f"cua/{k}": v for k, v in faults.items()})
-        stats.update({f"cua/episodes/{k}": v for k, v in outcomes.items()})
+        stats.update({f"cua/policy/{k}": v for k, v in outcomes.items()})  # e.g. cua/policy/all/success_rate
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
         if (dist.get_rank() if dist.is_initialized() else 0) == 0:
