@@ -146,15 +146,7 @@ class MiniWoBRuntime(Runtime):
         d = self.driver
         # Input hygiene: no button or modifier left held by the previous episode, no popup left open.
         self.display.xdotool("keyup", "ctrl", "alt", "shift", "super", "mouseup", "1", "key", "Escape")
-        # A fresh page per episode: no state leaks from the previous episode.
-        d.get(path.as_uri())
-        # The task's own script (genProblem) can still be undefined when get() returns under load: seen as
-        # a rare "genProblem is not defined" at reset. Wait for it, bounded.
-        deadline = time.monotonic() + 5
-        while not d.execute_script("return typeof genProblem === 'function' && typeof core !== 'undefined';"):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"MiniWoB task {name}: its scripts did not load")
-            time.sleep(0.02)
+        self._open(path, name)
         d.execute_script(
             f"core.EPISODE_MAX_TIME = {EPISODE_MAX_MS}; Math.seedrandom({seed!r});"
             "core.setDataMode('default'); core.startEpisodeReal();"
@@ -176,6 +168,20 @@ class MiniWoBRuntime(Runtime):
             self.display.xdotool("search", "--onlyvisible", "--classname", "chromium", "windowfocus")
         self.task = name
         return {"instruction": self._utterance()[0]}
+
+    def _open(self, path: Path, name: str, attempts: int = 3, wait_s: float = 5.0) -> None:
+        """A fresh page per episode: no state leaks from the previous one. The task's own scripts
+        (genProblem, core) can still be undefined when get() returns under load, and on a loaded 2-core
+        CI machine they once stayed undefined for the whole wait: navigate again before giving up."""
+        scripts_ran = "return typeof genProblem === 'function' && typeof core !== 'undefined';"
+        for _ in range(attempts):
+            self.driver.get(path.as_uri())
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.driver.execute_script(scripts_ran):
+                    return
+                time.sleep(0.02)
+        raise RuntimeError(f"MiniWoB task {name}: its scripts did not load in {attempts} page loads")
 
     def _utterance(self, timeout_s: float = 2.0) -> tuple[str, dict[str, str]]:
         """The task's utterance and its fields. Under load the page can answer before its utterance is
