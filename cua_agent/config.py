@@ -275,6 +275,12 @@ def validate(config: CUAGRPOConfig) -> None:
         "(pi_proximal / pi_behaviour), so rollouts of older weight versions are trained on uncorrected",
     )
     _check(
+        not config.rollout.check_trajectory_format,
+        "rollout.check_trajectory_format",
+        "must be false: AReaL's check wants decoded pixel_values in each row, and rows here carry their "
+        "screenshots as PNG bytes (decoded per micro-batch in the trainer, cua_agent/rollout/rows.py)",
+    )
+    _check(
         ":" in config.rollout.backend and config.rollout.backend.split(":")[0] == "vllm",
         "rollout.backend",
         f"must be 'vllm:d<N>...' (the engine talks to vLLM servers), got {config.rollout.backend!r}",

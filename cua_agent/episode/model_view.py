@@ -23,7 +23,7 @@ class ModelView:
         self.merge = int(self.image_processor.merge_size)
         self._grids: dict[tuple[int, int], tuple[int, int, int]] = {}
 
-    def _grid(self, screen_w: int, screen_h: int) -> tuple[int, int, int]:
+    def grid(self, screen_w: int, screen_h: int) -> tuple[int, int, int]:
         """(t, h, w) patch grid of a screen-sized image after the processor's resize (cached per size)."""
         if (screen_w, screen_h) not in self._grids:
             enc = self.image_processor(images=[Image.new("RGB", (screen_w, screen_h))], return_tensors="pt")
@@ -33,12 +33,12 @@ class ModelView:
 
     def mapping(self, screen_w: int, screen_h: int) -> CoordinateMapping:
         """Screen <-> model coordinates; "absolute" means pixels of the resized image the model saw."""
-        _, gh, gw = self._grid(screen_w, screen_h)
+        _, gh, gw = self.grid(screen_w, screen_h)
         patch = int(self.image_processor.patch_size)
         return CoordinateMapping(screen_w, screen_h, gw * patch, gh * patch, self.convention)  # type: ignore[arg-type]
 
     def image_tokens(self, screen_w: int, screen_h: int) -> int:
-        t, h, w = self._grid(screen_w, screen_h)
+        t, h, w = self.grid(screen_w, screen_h)
         return t * h * w // self.merge**2
 
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:

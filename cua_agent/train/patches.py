@@ -18,16 +18,26 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    of different lengths. A group's `multi_modal_input` holds one entry per row (turn), so two ranks whose
    groups differ in turns crashed the first step with more than one trainer process
    (tests/training/test_ragged_redistribution.py). Such lists are gathered whole instead.
+4. Screenshots as pixel values, one micro-batch at a time: rows carry their images as PNG bytes
+   (cua_agent/rollout/rows.py). AReaL prepares every micro-batch of a call at once
+   (`_prepare_mb_list` → `_prepare_multimodal_forward_inputs`) and moves them all to the GPU, so decoding
+   there would hold a whole minibatch's fp32 pixel values. The screenshots ride along to
+   `_prepare_mb_inputs`, which runs right before each micro-batch's forward; its pixel values are built
+   there, on a copy of the micro-batch, and freed after the forward.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import torch
 
+from cua_agent.rollout.rows import SCREENSHOTS, batch_pixel_values
+
 _installed: set[str] = set()
+_image_processor: Any = None  # fix 4: the rollout's image processor (cua_agent/inference/processing.py)
 
 
 def install(attn_impl: str) -> None:
@@ -47,6 +57,46 @@ def install(attn_impl: str) -> None:
 
         dist_rollout.all_gather_tensor_container = all_gather_ragged
         _installed.add("ragged")
+
+
+def install_screenshot_pixels(image_processor: Any) -> None:
+    """Fix 4 with the image processor the rollouts used (the newest call's wins; idempotent)."""
+    import areal.engine.fsdp_engine as fsdp_engine
+
+    global _image_processor
+    _image_processor = image_processor
+    if "screenshots" in _installed:
+        return
+    forward_inputs = fsdp_engine._prepare_multimodal_forward_inputs
+    prepare_mb_inputs = fsdp_engine.FSDPEngine._prepare_mb_inputs
+
+    def forward_inputs_with_screenshots(mb: dict[str, Any], padded_mb: dict[str, Any]) -> None:
+        items = mb.get("multi_modal_input") or padded_mb.get("multi_modal_input") or []
+        shots = [m for m in items if SCREENSHOTS in m]
+        if shots and len(shots) != len(items):
+            raise ValueError("a micro-batch mixes rows with screenshots and rows with pixel values")
+        forward_inputs(mb, padded_mb)  # concatenates the grids, drops multi_modal_input
+        if shots:
+            padded_mb[SCREENSHOTS] = shots
+
+    def prepare_mb_inputs_with_pixels(self: Any, mb_item: Any) -> Any:
+        shots = mb_item.padded_mb.get(SCREENSHOTS)
+        if shots is not None:
+            padded = {k: v for k, v in mb_item.padded_mb.items() if k != SCREENSHOTS}
+            pixels = batch_pixel_values(shots, _image_processor, _decode_workers())
+            padded["pixel_values"] = pixels.to(self.device)
+            mb_item = mb_item._replace(padded_mb=padded)
+        return prepare_mb_inputs(self, mb_item)
+
+    fsdp_engine._prepare_multimodal_forward_inputs = forward_inputs_with_screenshots
+    fsdp_engine.FSDPEngine._prepare_mb_inputs = prepare_mb_inputs_with_pixels  # type: ignore[method-assign]
+    _installed.add("screenshots")
+
+
+def _decode_workers() -> int:
+    """This rank's share of the node's cores (the trainer ranks of a node decode at the same time)."""
+    local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, min(16, (os.cpu_count() or 1) // max(1, local_ranks)))
 
 
 def segmented_sdpa(

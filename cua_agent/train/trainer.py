@@ -30,6 +30,7 @@ from areal.utils.environ import is_single_controller
 from areal.utils.stats_logger import StatsLogger
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.outcomes import rates
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
@@ -67,6 +68,9 @@ class CUATrainer(PPOTrainer):
             super().__init__(config, train_dataset=train_dataset, valid_dataset=valid_dataset)
         finally:
             config.recover.mode = recover_mode
+        trainer_patches.install_screenshot_pixels(
+            load_processor(config.tokenizer_path or config.actor.path).image_processor
+        )
         self.checkpoints = RecoverCheckpoints(
             config,
             self.recover_handler.ft_spec,

@@ -102,7 +102,8 @@ def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory):
     eps = [episode(wf, 1, 1.0, seed=1), episode(wf, 2, 0.0, seed=2), episode(wf, 3, 0.0, seed=3)]
     batch = wf.group_to_batch(eps, {"task_id": "miniwob/click-test", "seed": 0})
     assert batch is not None and rows_of(batch) == 6
-    check_trajectory_format(batch)
+    # AReaL's check wants pixel_values in multi_modal_input; ours carries PNG screenshots (rows.py)
+    check_trajectory_format({k: v for k, v in batch.items() if k != "multi_modal_input"})
     assert len(batch["multi_modal_input"]) == 6
 
     # every row: output tokens under the loss mask, logprobs/versions on them only, images match the prompt
@@ -197,3 +198,40 @@ def test_output_with_a_vision_placeholder_is_the_policys_failure_not_a_dropped_e
     for i in range(4):
         out = batch["loss_mask"][i].bool()
         assert not batch["mm_token_type_ids"][i][out].any()
+
+
+def test_rows_keep_each_screenshot_once_as_png_and_pixel_values_are_built_from_them(workflow_factory):
+    """A row holds its screenshots as the episode's PNG bytes (shared with the other rows that show them),
+    never decoded pixel values (~25 MB per 1280x800 image for Qwen2.5-VL-7B); the trainer builds pixel
+    values from them, equal to the processor's on the same images."""
+    import io
+
+    from PIL import Image
+
+    from cua_agent.rollout.rows import SCREENSHOTS, batch_pixel_values, pixel_values
+
+    wf = workflow_factory()
+    ep = Episode("miniwob/click-test", 0, "Click OK.", task_reward=1.0, status="done")
+    shots: list[bytes] = []
+    for t in range(3):  # as the loop does: each call embeds the newest screenshots, the same objects
+        c = call(wf, n_images=min(t + 1, 2), n_out=3, seed=40 + t)
+        shots.append(c.images[-1])
+        c.images[:] = shots[-2:]
+        ep.turns.append(Turn(c, Click(1, 2), "ok", 0.1, 0.02))
+    other = episode(wf, 2, 0.0, seed=9)
+    batch = wf.group_to_batch([ep, other], {"task_id": "miniwob/click-test", "seed": 0})
+    assert batch is not None
+    mm = batch["multi_modal_input"]
+    assert all(set(m) == {"image_grid_thw", SCREENSHOTS} for m in mm), [set(m) for m in mm]
+    held = [png for m in mm[:3] for png in m[SCREENSHOTS]]
+    assert len(held) == 5 and len({id(p) for p in held}) == 3  # 3 screenshots, each stored once
+    assert all(any(p is s for s in shots) for p in held)
+
+    for m, turn in zip(mm, [*ep.turns, *other.turns], strict=True):
+        images = [Image.open(io.BytesIO(b)).convert("RGB") for b in turn.call.images]
+        ref = wf.view.image_processor(images=images, return_tensors="pt")
+        assert torch.equal(m["image_grid_thw"], ref["image_grid_thw"])
+        assert torch.equal(pixel_values(m, wf.view.image_processor), ref["pixel_values"])
+    # a micro-batch's rows, decoded on threads: the same tensor, in row order
+    serial = batch_pixel_values(mm, wf.view.image_processor)
+    assert torch.equal(batch_pixel_values(mm, wf.view.image_processor, workers=3), serial)

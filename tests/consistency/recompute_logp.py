@@ -34,9 +34,11 @@ def main(rows_path: str, model_dir: str, out_path: str) -> None:
     from areal.api.cli_args import MicroBatchSpec, PPOActorConfig
     from areal.engine.fsdp_engine import FSDPPPOActor
 
+    from cua_agent.inference.processing import load_processor
     from cua_agent.train import patches as trainer_patches
 
     trainer_patches.install("sdpa")  # as the trainer does (see cua_agent/train/patches.py)
+    trainer_patches.install_screenshot_pixels(load_processor(model_dir).image_processor)
 
     config = PPOActorConfig(
         experiment_name="consistency",

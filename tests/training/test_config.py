@@ -70,6 +70,7 @@ def test_defaults_and_overrides(tmp_path):
         ("+actor.reward_norm.mean_level=group", "actor.reward_norm"),
         ("+actor.adv_norm.mean_level=batch", "actor.adv_norm"),
         ("actor.rejection_sampling=null", "actor.rejection_sampling"),
+        ("+rollout.check_trajectory_format=true", "rollout.check_trajectory_format"),
         ("rollout.backend=sglang:d1", "rollout.backend"),
         ("workflow=CUAWorkflow", "workflow"),
     ],

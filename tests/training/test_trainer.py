@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import io
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +25,7 @@ from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from cua_agent.rollout.rows import SCREENSHOTS
 from tests.inference.reference import chat_messages, screenshot
 from tests.training.harness import left_in_session, restore_weights, run_training
 
@@ -54,8 +56,10 @@ class SyntheticChatWorkflow(RolloutWorkflow):
             *(engine.achat(messages, self.sampling, rid=uuid.uuid4().hex) for _ in range(self.group_size))
         )
         ip = self.processor.image_processor
-        pixels = ip(images=[image], return_tensors="pt")
-        n_image_tokens = int((pixels["image_grid_thw"].prod(-1) // ip.merge_size**2).sum())
+        grid = ip(images=[image], return_tensors="pt")["image_grid_thw"]
+        n_image_tokens = int((grid.prod(-1) // ip.merge_size**2).sum())
+        png = io.BytesIO()
+        image.save(png, "PNG")  # as rows carry screenshots: the trainer decodes them (patches.py, fix 4)
         rewards = torch.tensor([token_reward(t.output_token_ids, self.vocab_size) for t in turns])
         rewards = (rewards - rewards.mean()) / (rewards.std(unbiased=False) + 1e-6)
         rows = []
@@ -76,9 +80,7 @@ class SyntheticChatWorkflow(RolloutWorkflow):
                     ),
                     "mm_token_type_ids": torch.tensor([[int(t == self.image_token_id) for t in ids]]),
                     "rewards": reward.reshape(1).float(),
-                    "multi_modal_input": [
-                        {"pixel_values": pixels["pixel_values"], "image_grid_thw": pixels["image_grid_thw"]}
-                    ],
+                    "multi_modal_input": [{"image_grid_thw": grid, SCREENSHOTS: [png.getvalue()]}],
                 }
             )
         return concat_padded_tensors(rows)
