@@ -39,7 +39,7 @@ Options:
   --cpu                          the stack's CPU variant on podman (deploy/compose.cpu.yml): tiny model, vLLM
                                  CPU, FSDP on CPU, the host environments of `make setup`; default config
                                  configs/local_cpu.yaml. Tries the deployment path without GPUs.
-  --check                        run the preflight checks only
+  --check                        run the preflight checks and the resource estimate only
   -h, --help                     show this help
   key=value                      config overrides, passed on to train_areal.py
 
@@ -253,7 +253,6 @@ if [ ${#problems[@]} -gt 0 ]; then
   exit 2
 fi
 log "preflight passed (config $config, compose ${compose_files[*]}, project $PROJECT)"
-[ "$check_only" -eq 0 ] || exit 0
 
 # ---- what compose interpolates ---------------------------------------------------------------------------------
 export CUA_ENV_FILE="$ENV_FILE" CUA_OUTPUT_DIR="$OUTPUT_DIR" CUA_RUN_HOME="$RUN_HOME" CUA_CONFIG="$config"
@@ -274,6 +273,32 @@ container_of() {  # the newest container of a service of this project
   "$CLI" ps -aq --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" | head -n1
 }
 
+# ---- will the config fit: GPU memory per rank, host memory, disk (train_areal.py --check in the trainer image) ----
+trainer_image() { if [ "$cpu" -eq 1 ]; then echo "$CUA_CPU_IMAGE"; else echo cua-trainer:latest; fi; }
+preflight_budget() {
+  local gpu_gib="" host_gib rc=0
+  if [ "$cpu" -eq 0 ]; then
+    gpu_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i "${TRAINER_IDS[0]}" 2>/dev/null \
+      | awk 'NR == 1 { printf "%.1f", $1 / 1024 }') || gpu_gib=""
+  fi
+  host_gib=$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)
+  # A throwaway container: its own Hugging Face cache, into which the check fetches the model's two config
+  # files (no weights) when actor.path is a hub id; the CPU variant's model is a local folder.
+  compose run --rm --no-deps -T --entrypoint python -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
+    train_areal.py --config "$config" --check ${gpu_gib:+--gpu-memory-gib "$gpu_gib"} --host-memory-gib "$host_gib" \
+    "${overrides[@]}" >&2 || rc=$?
+  case "$rc" in
+    0) log "the config fits (estimates above)" ;;
+    1) die "the config does not fit (train_areal.py --check above names the fields to change)" ;;
+    *) log "WARNING: the resource check could not run (status $rc, above); continuing without it" ;;
+  esac
+}
+if [ "$check_only" -eq 1 ]; then
+  if "$CLI" image inspect "$(trainer_image)" >/dev/null 2>&1; then preflight_budget
+  else log "resource check skipped: the trainer image $(trainer_image) is not built yet (a run checks before training)"; fi
+  exit 0
+fi
+
 # ---- images ----------------------------------------------------------------------------------------------------
 if [ "$build" -eq 1 ]; then
   if [ "$cpu" -eq 1 ]; then
@@ -290,6 +315,8 @@ if [ "$cpu" -eq 1 ]; then images+=("$CUA_CPU_IMAGE"); else images+=(cua-vllm:lat
 for image in "${images[@]}"; do
   "$CLI" image inspect "$image" >/dev/null 2>&1 || die "image $image is missing: run without --no-build"
 done
+
+preflight_budget
 
 # ---- run -------------------------------------------------------------------------------------------------------
 TRAINER="$PROJECT-trainer"

@@ -5,6 +5,10 @@ if it has none; `--resume_from_checkpoint PATH` starts from that checkpoint (a r
 directory; an older one sets the newer ones aside). They set `checkpoint.resume_from`. Without either,
 recover.mode=auto resumes the trial if it has a checkpoint, as in AReaL.
 
+Preflight: `--check [--gpu-memory-gib N] [--host-memory-gib N]` prints the estimated GPU memory per rank,
+host memory and disk of the config and exits 1, naming the field, when it does not fit
+(cua_agent/train/preflight.py); it starts nothing.
+
 Several FSDP ranks: `torchrun --nproc-per-node N train_areal.py --config ... actor.backend=fsdp:dN`.
 
 AReaL's SPMD launcher (`python -m areal.infra.launcher.local train_areal.py --config ...`) only wraps
@@ -49,8 +53,31 @@ def resume_overrides(argv: list[str]) -> list[str]:
     return out
 
 
+CHECK_FLAGS = ("--gpu-memory-gib", "--host-memory-gib")
+
+
+def split_check(argv: list[str]) -> tuple[list[str] | None, list[str]]:
+    """(the preflight's own arguments, or None without --check; the rest)."""
+    check: list[str] | None = None
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--check":
+            check = check or []
+        elif arg.split("=", 1)[0] in CHECK_FLAGS:
+            check = (check or []) + ([arg] if "=" in arg else [arg, next(args, "")])
+        else:
+            rest.append(arg)
+    return check, rest
+
+
 def main(argv: list[str]) -> None:
+    check, argv = split_check(argv)
     config, _ = load_expr_config(resume_overrides(argv), CUAGRPOConfig)
+    if check is not None:
+        from cua_agent.train.preflight import main as preflight
+
+        raise SystemExit(preflight(config, check))
     run(config)
 
 

@@ -5,8 +5,8 @@ PNG bytes held once per episode (now, cua_agent/rollout/rows.py), at Qwen2.5-VL-
 The rows are real: `RowBuilder.row` on model calls whose prompts carry exactly the image tokens the
 processor expects. "Before" is what the former RowBuilder held per row: the processor's pixel values of the
 row's images (measured by running the processor on them, as it did) plus the same token tensors. The
-processor is the tiny model's, with its image settings replaced by Qwen2.5-VL-7B-Instruct's
-preprocessor_config.json values (QWEN25_VL_7B_IMAGE below): only the resize and normalisation matter here.
+processor is the tiny model's (its tokenizer), with the image processor of Qwen2.5-VL-7B-Instruct's
+preprocessor_config.json (tests/fixtures/models): only the resize and normalisation matter here.
 
 Screenshots: real 1280x800 MiniWoB screens from a local-backend sandbox (a few tasks, after random clicks),
 or desktop-like synthetic frames with --synthetic (no sandbox needed). A group is --episodes episodes of
@@ -43,24 +43,16 @@ from cua_agent.inference.model_call import ModelCall
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.rows import SCREENSHOTS, RowBuilder, batch_pixel_values, pixel_values
 
-# Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json: the settings that decide pixel values per image.
-QWEN25_VL_7B_IMAGE = {
-    "min_pixels": 3136,
-    "max_pixels": 12845056,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "image_mean": [0.48145466, 0.4578275, 0.40821073],
-    "image_std": [0.26862954, 0.26130258, 0.27577711],
-}
+# Qwen2.5-VL-7B-Instruct's shape files (config.json, preprocessor_config.json; no weights).
+SHAPE_7B = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models" / "qwen2.5-vl-7b"
 MB = 1e6
 
 
 def processor_7b() -> Any:
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl_fast import Qwen2VLImageProcessorFast
+    from transformers import AutoImageProcessor
 
     proc = load_processor(MODELS["untied"])
-    proc.image_processor = Qwen2VLImageProcessorFast(**QWEN25_VL_7B_IMAGE)
+    proc.image_processor = AutoImageProcessor.from_pretrained(SHAPE_7B, use_fast=True)
     return proc
 
 

@@ -20,7 +20,8 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
-def model_dir(path_or_id: str | Path) -> Path:
+def model_dir(path_or_id: str | Path, files: list[str] | None = None) -> Path:
+    """`files`: fetch only these from the hub (e.g. the config files), not the weights."""
     local = Path(path_or_id).expanduser()
     if local.is_dir():
         return local
@@ -28,7 +29,11 @@ def model_dir(path_or_id: str | Path) -> Path:
 
     cache = os.environ.get("HF_HUB_CACHE") or None  # read now: huggingface_hub reads it at import
     try:
-        return Path(snapshot_download(str(path_or_id), cache_dir=cache, local_files_only=_offline()))
+        return Path(
+            snapshot_download(
+                str(path_or_id), cache_dir=cache, local_files_only=_offline(), allow_patterns=files
+            )
+        )
     except Exception as exc:  # invalid id, not cached offline, no network, gated repo, ...
         where = cache or "the default Hugging Face cache (HF_HOME)"
         mode = "HF_HUB_OFFLINE is set: the cache only" if _offline() else "download failed"

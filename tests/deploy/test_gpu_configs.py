@@ -31,7 +31,9 @@ def test_gpu_config_fits_its_deployment(tmp_path, path):
     assert cfg.train_dataset.batch_size % nproc == 0, "batches split evenly over the FSDP ranks"
     assert cfg.agent.max_prompt_tokens + cfg.agent.max_new_tokens <= max_model_len
     assert cfg.actor.mb_spec.max_tokens_per_mb >= cfg.agent.max_prompt_tokens + cfg.agent.max_new_tokens
-    assert cfg.rollout.max_concurrent_rollouts * cfg.agent.group_size <= cfg.sandbox.max_concurrency
+    # AReaL divides rollout.max_concurrent_rollouts over the ranks; each rank has its own sandbox pool
+    per_rank = -(-cfg.rollout.max_concurrent_rollouts // nproc) * cfg.agent.group_size
+    assert per_rank <= cfg.sandbox.max_concurrency <= 2 * per_rank
     assert cfg.actor.attn_impl == "flash_attention_2" and cfg.actor.dtype == "bfloat16"
     assert cfg.inference.addresses == [] and not cfg.inference.launch_local  # AREAL_LLM_SERVER_ADDRS
     assert cfg.sandbox.backend == "docker"

@@ -141,12 +141,9 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
     restore_weights(server.address, MODELS["untied"], tmp_path, version=version + 1)
 
 
-@pytest.mark.slow
-def test_a_bf16_actor_keeps_fp32_master_weights_that_a_gpu_sized_step_moves(vllm_servers, tmp_path: Path):
-    """The GPU configs train in bfloat16 at lr 1e-6. An Adam step moves a weight by about lr, far below
-    bf16's resolution (~1e-4 at the tiny model's weight scale), so with bf16 master weights the update would
-    vanish. AReaL keeps fp32 masters (actor.optimizer_dtype): one step on CPU must leave fp32 weights in the
-    recover checkpoint that differ from the initial ones by about the learning rate."""
+def _one_gpu_sized_step(vllm_servers, tmp_path: Path, *overrides: str) -> tuple[dict, dict]:
+    """One training step at the GPU configs' lr 1e-6 in bfloat16: (the recover checkpoint's state, flat; the
+    initial weights)."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
@@ -164,6 +161,7 @@ def test_a_bf16_actor_keeps_fp32_master_weights_that_a_gpu_sized_step_moves(vllm
             "agent.max_new_tokens=8",
             "actor.dtype=bfloat16",
             "actor.optimizer.lr=1e-6",
+            *overrides,
         ],
         tmp_path / "run.log",
     )
@@ -171,16 +169,55 @@ def test_a_bf16_actor_keeps_fp32_master_weights_that_a_gpu_sized_step_moves(vllm
     restore_weights(server.address, MODELS["untied"], tmp_path, version=2)
     ckpt = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "recover" / "globalstep0"
     dcp_to_torch_save(ckpt / "model", tmp_path / "state.pt")
-    state = torch.load(tmp_path / "state.pt", weights_only=False)
-    initial = load_file(MODELS["untied"] / "model.safetensors")
+    state = dict(_flat(torch.load(tmp_path / "state.pt", weights_only=False)))
+    return state, load_file(MODELS["untied"] / "model.safetensors")
+
+
+def _stored(state: dict, name: str, suffix: str = "") -> torch.Tensor | None:
+    """The checkpoint's tensor for HF weight `name` (+ an optimizer-state suffix such as ".compensation")."""
+    tail = name.split("model.", 1)[-1] + suffix
+    return next((v for k, v in state.items() if k.endswith(tail)), None)
+
+
+@pytest.mark.slow
+def test_a_bf16_actor_keeps_fp32_master_weights_that_a_gpu_sized_step_moves(vllm_servers, tmp_path: Path):
+    """The GPU configs train in bfloat16 at lr 1e-6. An Adam step moves a weight by about lr, far below
+    bf16's resolution (~1e-4 at the tiny model's weight scale), so with bf16 master weights the update would
+    vanish. AReaL keeps fp32 masters (actor.optimizer_dtype): one step on CPU must leave fp32 weights in the
+    recover checkpoint that differ from the initial ones by about the learning rate."""
+    state, initial = _one_gpu_sized_step(vllm_servers, tmp_path)
     moved = 0
     for name, before in initial.items():
-        after = next((v for k, v in _flat(state) if k.endswith(name.split("model.", 1)[-1])), None)
+        after = _stored(state, name)
         if after is None or after.shape != before.shape:
             continue
         assert after.dtype == torch.float32, (name, after.dtype)
         delta = (after - before).abs().max().item()
         assert delta < 1e-4, (name, delta)  # one step at lr 1e-6: small moves, no bf16 rounding of masters
+        moved += delta > 0
+    assert moved > 10, f"only {moved} tensors moved"
+
+
+@pytest.mark.slow
+def test_bf16_weights_with_adam_bf16_keep_a_gpu_sized_step_in_their_kahan_compensation(
+    vllm_servers, tmp_path: Path
+):
+    """The single-GPU config stores weights and Adam state in bfloat16 (optimizer.type adam_bf16: 10 bytes
+    per parameter instead of 16). A step at lr 1e-6 is below bf16's resolution; AReaL's AnyPrecisionAdamW
+    keeps what rounding drops in a Kahan compensation buffer, so weight + compensation must move by about
+    the learning rate (plain adam with bf16 storage would lose it: AReaL issue #1292)."""
+    state, initial = _one_gpu_sized_step(
+        vllm_servers, tmp_path, "actor.optimizer_dtype=bfloat16", "actor.optimizer.type=adam_bf16"
+    )
+    moved = 0
+    for name, before in initial.items():
+        after, comp = _stored(state, name), _stored(state, name, ".compensation")
+        if after is None or comp is None or after.shape != before.shape:
+            continue
+        assert after.dtype == torch.bfloat16, (name, after.dtype)
+        effective = after.float() + comp.float()
+        delta = (effective - before.bfloat16().float()).abs().max().item()
+        assert delta < 1e-4, (name, delta)
         moved += delta > 0
     assert moved > 10, f"only {moved} tensors moved"
 
