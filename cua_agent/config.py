@@ -200,6 +200,29 @@ class TasksConfig:
 
 
 @dataclass
+class EvaluationConfig:
+    """Held-out evaluation during training (cua_agent/evaluate): the policy as served after the step's weight
+    update plays each held-out row once; AReaL's `evaluator` section says when (freq_steps, freq_epochs).
+    Logged as eval/<scope>/<metric> and in steps.jsonl; reports under <fileroot>/eval/step<N>/."""
+
+    enabled: bool = False
+    split: str = "test"  # rows of tasks.valid_path (else tasks.train_path) of this split
+    task_ids: list[str] = field(default_factory=list)  # empty = tasks.task_ids
+    seeds_per_task: int = 4
+    temperature: float = 0.0  # greedy: the policy's best guess
+    concurrency: int = 4  # episodes (sandboxes) at once, beside the training rollouts
+    retries: int = 2  # plays again of an episode lost to infrastructure
+
+    def __post_init__(self) -> None:
+        _check(
+            self.seeds_per_task >= 1, "evaluation.seeds_per_task", f"must be >= 1, got {self.seeds_per_task}"
+        )
+        _check(self.concurrency >= 1, "evaluation.concurrency", f"must be >= 1, got {self.concurrency}")
+        _check(self.retries >= 0, "evaluation.retries", f"must be >= 0, got {self.retries}")
+        _check(self.temperature >= 0, "evaluation.temperature", f"must be >= 0, got {self.temperature}")
+
+
+@dataclass
 class CheckpointConfig:
     """Our recover checkpoints (AReaL's `recover` section sets when they are written: mode, freq_*).
 
@@ -233,6 +256,7 @@ class CUAGRPOConfig(GRPOConfig):
     agent: AgentConfig = field(default_factory=AgentConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # Import path of the RolloutWorkflow class; constructed as cls(config=config).
     workflow: str = "cua_agent.rollout.workflow.CUAWorkflow"

@@ -30,6 +30,11 @@ class Settings(BaseSettings):
         validation_alias="DOCKER_HOST",
         description="Docker API for sandboxes (default: podman's socket)",
     )
+    openai_api_key: SecretStr | None = Field(
+        None,
+        validation_alias="OPENAI_API_KEY",
+        description="evaluation against a hosted OpenAI-compatible API",
+    )
     cua_home: Path = Field(
         Path.home() / ".cache" / "cua-areal", validation_alias="CUA_HOME", description="environments, models"
     )

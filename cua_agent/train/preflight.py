@@ -393,7 +393,7 @@ def check(
 
 def main(config: CUAGRPOConfig, argv: list[str]) -> int:
     """`train_areal.py --check`: print the budgets; exit status 1 when the config does not fit."""
-    from cua_agent.train.dataset import load_task_rows
+    from cua_agent.rollout.task_rows import load_task_rows
 
     ap = argparse.ArgumentParser(prog="train_areal.py --check")
     ap.add_argument("--gpu-memory-gib", type=float, default=None, help="default: this machine's GPU 0")

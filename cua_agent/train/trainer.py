@@ -30,6 +30,7 @@ from areal.utils.environ import is_single_controller
 from areal.utils.stats_logger import StatsLogger
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.evaluate.held_out import eval_stats, evaluate_held_out
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.outcomes import rates
 from cua_agent.train import patches as trainer_patches
@@ -80,6 +81,7 @@ class CUATrainer(PPOTrainer):
             self.recover_info = self._resume(resume_from)
         self._next_lr = self._lr()
         self._counted: dict[str, float] = {}
+        self._eval_stats: dict[str, float] = {}  # the step's held-out evaluation, when one ran
         self._outcomes_counted: dict[str, float] = {}
         self.steps_path = Path(StatsLogger.get_log_path(config.stats_logger)) / "steps.jsonl"
 
@@ -146,10 +148,12 @@ class CUATrainer(PPOTrainer):
         outcomes = self._outcome_rates()
         stats.update({f"cua/{k}": v for k, v in faults.items()})
         stats.update({f"cua/policy/{k}": v for k, v in outcomes.items()})  # e.g. cua/policy/all/success_rate
+        evaluated, self._eval_stats = self._eval_stats, {}
+        stats.update(evaluated)
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
         if (dist.get_rank() if dist.is_initialized() else 0) == 0:
-            self._record_step(global_step, lr, faults, outcomes)
+            self._record_step(global_step, lr, faults, outcomes, evaluated)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
         if self.stop_signal is not None:
@@ -175,7 +179,12 @@ class CUATrainer(PPOTrainer):
         return rates(step)
 
     def _record_step(
-        self, global_step: int, lr: float, faults: dict[str, float], outcomes: dict[str, float]
+        self,
+        global_step: int,
+        lr: float,
+        faults: dict[str, float],
+        outcomes: dict[str, float],
+        evaluated: dict[str, float],
     ) -> None:
         rows = [
             {"draw": r.get(DRAW_KEY), "task_id": r.get("task_id"), "seed": r.get("seed")}
@@ -188,6 +197,7 @@ class CUATrainer(PPOTrainer):
             "rows": rows,
             "faults": faults,
             "episodes": outcomes,
+            "eval": evaluated,
             "pid": os.getpid(),
             "time": time.time(),
         }
@@ -211,6 +221,34 @@ class CUATrainer(PPOTrainer):
                 if failures
                 else ""
             )
+        )
+
+    # ---- held-out evaluation -------------------------------------------------------------------------------
+    def _evaluate(
+        self, eval_workflow: Any, eval_workflow_kwargs: Any, epoch: int, epoch_step: int, global_step: int
+    ) -> None:
+        """When AReaL's `evaluator` section says it is due and `evaluation.enabled`: the data-parallel head
+        plays the held-out rows against the servers (which serve this step's weights by now); every rank
+        waits for it. The numbers join this step's stats (eval/...) and its steps.jsonl line."""
+        if not self.config.evaluation.enabled:
+            return
+        self.evaluator.evaluate(lambda: self._evaluate_held_out(global_step), epoch, epoch_step, global_step)
+        if dist.is_initialized():
+            dist.barrier(group=self.actor.cpu_group)
+
+    def _evaluate_held_out(self, global_step: int) -> None:
+        if not self.actor.is_data_parallel_head() or (dist.is_initialized() and dist.get_rank() != 0):
+            return
+        out = Path(self.config.cluster.fileroot) / "eval" / f"step{global_step + 1}"
+        start = time.monotonic()
+        report = evaluate_held_out(self.config, self.server_addresses, out)
+        self._eval_stats = eval_stats(report)
+        s = report.overall
+        logger.info(
+            f"Held-out eval after step {global_step + 1}: success {s.success_rate:.0%} "
+            f"[{s.ci95[0]:.0%}, {s.ci95[1]:.0%}] of {s.episodes} episodes, task reward {s.task_reward:.2f}, "
+            f"format failures {s.format_failure_rate:.0%} of turns, {s.infra_failures} lost to infrastructure "
+            f"({time.monotonic() - start:.0f}s; {out / 'report.md'})"
         )
 
     # ---- stopping -----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cua_agent.rollout.sandboxes import RolloutSandboxes
-from cua_agent.train.dataset import load_task_rows
+from cua_agent.rollout.task_rows import load_task_rows
 from sandbox.base import SandboxSpec
 from tests.agent.test_workflow_rows import config
 

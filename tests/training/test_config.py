@@ -71,6 +71,7 @@ def test_defaults_and_overrides(tmp_path):
         ("+actor.adv_norm.mean_level=batch", "actor.adv_norm"),
         ("actor.rejection_sampling=null", "actor.rejection_sampling"),
         ("+rollout.check_trajectory_format=true", "rollout.check_trajectory_format"),
+        ("evaluation.seeds_per_task=0", "evaluation.seeds_per_task"),
         ("rollout.backend=sglang:d1", "rollout.backend"),
         ("workflow=CUAWorkflow", "workflow"),
     ],

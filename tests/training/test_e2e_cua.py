@@ -43,6 +43,10 @@ def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
             "agent.max_new_tokens=24",
             "agent.save_screenshots=true",
             "sandbox.max_concurrency=2",
+            "evaluation.enabled=true",  # held-out evaluation after step 2
+            "evaluator.freq_steps=2",
+            "evaluation.seeds_per_task=1",
+            "evaluation.concurrency=2",
         ],
         tmp_path / "run.log",
     )
@@ -67,6 +71,15 @@ def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
     assert all(0 <= s["episodes"]["all/success_rate"] <= 1 for s in steps if s["episodes"])
     assert any("miniwob/success_rate" in s["episodes"] for s in steps)
     assert "Step 1: success " in log or "Step 1: no episode scored" in log
+    # the held-out evaluation: after step 2 only, 2 tasks x 1 test seed, in the stats, steps.jsonl and log
+    assert steps[0]["eval"] == {} and steps[1]["eval"]["eval/all/episodes"] == 2, [s["eval"] for s in steps]
+    assert steps[1]["eval"]["eval/miniwob/click-test/episodes"] == 1
+    report = json.loads((exp / "eval" / "step2" / "report.json").read_text())
+    assert report["overall"]["episodes"] == 2 and report["meta"]["split"] == "test"
+    assert all(
+        r["seed"] >= 100000 for r in map(json.loads, (exp / "eval" / "step2" / "rollouts.jsonl").open())
+    )
+    assert "Held-out eval after step 2: success " in log
     trial = exp / "checkpoints" / getpass.getuser() / "cua-local" / "trial0" / "default"
     assert (trial.parent / "recover" / "globalstep1" / "manifest.json").is_file()
     assert not list(trial.glob("weight_update_v*")), "weight-sync copies must be removed once loaded"

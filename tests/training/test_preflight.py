@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 
 from cua_agent.inference.local_server import MODELS, REPO
-from cua_agent.train.dataset import load_task_rows
+from cua_agent.rollout.task_rows import load_task_rows
 from cua_agent.train.preflight import GiB, ModelShape, check, model_shape
 from tests.training.test_config import load
 

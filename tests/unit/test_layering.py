@@ -23,6 +23,7 @@ LAYERS = [
     "cua_agent.rollout",
     "cua_agent.config",
     "cua_agent.settings",
+    "cua_agent.evaluate",
     "cua_agent.train",
 ]
 

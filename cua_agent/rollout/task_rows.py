@@ -1,5 +1,5 @@
-"""Training rows from task specs: one row per (task, seed). AReaL's dataloader shuffles and batches them;
-the workflow runs a group of episodes per row."""
+"""Task rows, one per (task, seed): the training dataset (AReaL's dataloader shuffles and batches them, the
+workflow runs a group of episodes per row) and the seeds an evaluation plays."""
 
 from __future__ import annotations
 

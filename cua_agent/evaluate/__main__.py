@@ -1,0 +1,196 @@
+"""Evaluate a policy on a task file's split (default: the held-out `test` seeds):
+
+    python -m cua_agent.evaluate --base-url http://127.0.0.1:8000/v1 --model NAME [--processor PATH] ...
+    python -m cua_agent.evaluate --checkpoint DIR ...   # serves DIR with a local vLLM server, stops it after
+
+The agent is the training agent (prompting, history screenshots, parser, coordinate mapping). Writes
+<out>/report.json, <out>/report.md and every episode to <out>/rollouts.jsonl; prints the table. The API
+key comes from OPENAI_API_KEY (environment or .env). Exit status 0 when at least one episode was scored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from cua_agent.config import AgentConfig, SandboxConfig
+from cua_agent.episode.coordinates import CONVENTIONS
+from cua_agent.episode.loop import Episode, EpisodeConfig
+from cua_agent.evaluate.report import Report
+from cua_agent.evaluate.runner import EvalConfig, evaluate
+
+AGENT = AgentConfig()
+SANDBOX = SandboxConfig()
+SERVER_START_TIMEOUT_S = 600.0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m cua_agent.evaluate", description=__doc__.split("\n")[0])
+    model = ap.add_mutually_exclusive_group(required=True)
+    model.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    model.add_argument(
+        "--checkpoint", help="an HF model folder (or hub id) to serve with a local vLLM server"
+    )
+    ap.add_argument("--model", help="the model name the endpoint serves (--base-url)")
+    ap.add_argument(
+        "--processor",
+        help="the model's processor (folder or hub id): its image resize maps "
+        "'absolute' coordinates and counts prompt tokens; default: the checkpoint; none: the "
+        "model sees the screen as it is",
+    )
+    ap.add_argument("--coordinate-convention", choices=CONVENTIONS, default=AGENT.coordinate_convention)
+    ap.add_argument("--tasks", default="tasks/miniwob.jsonl", help="task file (JSONL)")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--task-ids", default="", help="comma-separated; empty: every task of the split")
+    ap.add_argument("--seeds-per-task", type=int, default=8)
+    ap.add_argument("--max-turns", type=int, default=AGENT.max_turns)
+    ap.add_argument("--history-screenshots", type=int, default=AGENT.history_screenshots)
+    ap.add_argument("--max-new-tokens", type=int, default=AGENT.max_new_tokens)
+    ap.add_argument("--max-prompt-tokens", type=int, default=None, help="needs a processor")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--turn-timeout-s", type=float, default=AGENT.turn_timeout_s)
+    ap.add_argument("--episode-timeout-s", type=float, default=AGENT.episode_timeout_s)
+    ap.add_argument("--concurrency", type=int, default=4, help="episodes (sandboxes) at once")
+    ap.add_argument("--retries", type=int, default=2, help="plays again of an episode lost to infrastructure")
+    ap.add_argument("--sandbox-backend", default=SANDBOX.backend)
+    ap.add_argument("--sandbox-image", default=SANDBOX.image)
+    ap.add_argument("--out", default=None, help="output folder; default outputs/eval/<time>")
+    ap.add_argument("--save-screenshots", action="store_true")
+    args = ap.parse_args(argv)
+    if args.base_url and not args.model:
+        ap.error("--base-url needs --model (the name the endpoint serves)")
+    if args.max_prompt_tokens is not None and not (args.processor or args.checkpoint):
+        ap.error("--max-prompt-tokens needs --processor (token counts come from the model's processor)")
+    return args
+
+
+def sandbox_config(args: argparse.Namespace) -> SandboxConfig:
+    values = {f.name: getattr(SANDBOX, f.name) for f in fields(SandboxConfig)}
+    values.update(
+        backend=args.sandbox_backend, image=args.sandbox_image, max_concurrency=args.concurrency, warm=0
+    )
+    return SandboxConfig(**values)
+
+
+class Progress:
+    """A progress bar over episodes, with the running success rate and infrastructure retries."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
+        self.wins = self.scored = self.retried = 0
+
+    def __call__(self, ep: Episode, final: bool) -> None:
+        if not final:
+            self.retried += 1
+        else:
+            self.bar.update(1)
+            if ep.ok:
+                self.scored += 1
+                self.wins += int((ep.task_reward or 0) > 0)
+        rate = f"{self.wins / self.scored:.0%}" if self.scored else "-"
+        self.bar.set_postfix(success=rate, infra_retries=self.retried)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def evaluate_cli(args: argparse.Namespace, base_url: str, model: str, out: Path) -> Report:
+    from cua_agent.episode.chat import OpenAIChatClient
+    from cua_agent.episode.model_view import ModelView
+    from cua_agent.inference.processing import load_processor
+    from cua_agent.inference.vllm_server import SamplingParams
+    from cua_agent.rollout.task_rows import load_task_rows
+    from cua_agent.settings import Settings
+
+    task_ids = [t for t in args.task_ids.split(",") if t]
+    rows = load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
+    processor = args.processor or args.checkpoint
+    view = ModelView(load_processor(processor), args.coordinate_convention) if processor else None
+    key = Settings().openai_api_key
+    client = OpenAIChatClient(
+        base_url,
+        model,
+        api_key=key.get_secret_value() if key else "EMPTY",
+        sampling=SamplingParams(max_tokens=args.max_new_tokens, temperature=args.temperature),
+        timeout_s=args.turn_timeout_s,
+    )
+    cfg = EvalConfig(
+        EpisodeConfig(
+            max_turns=args.max_turns,
+            history_screenshots=args.history_screenshots,
+            turn_timeout_s=args.turn_timeout_s,
+            episode_timeout_s=args.episode_timeout_s,
+            max_prompt_tokens=args.max_prompt_tokens,
+        ),
+        concurrency=args.concurrency,
+        retries=args.retries,
+    )
+    meta: dict[str, Any] = {
+        "model": model,
+        "base_url": base_url,
+        "checkpoint": args.checkpoint,
+        "tasks": args.tasks,
+        "split": args.split,
+        "task_ids": task_ids,
+        "seeds_per_task": args.seeds_per_task,
+        "temperature": args.temperature,
+        "max_turns": args.max_turns,
+        "coordinate_convention": args.coordinate_convention,
+    }
+    progress = Progress(len(rows))
+    try:
+        return await evaluate(
+            rows,
+            lambda: client,
+            sandbox_config(args),
+            cfg,
+            out,
+            view=view,
+            convention=args.coordinate_convention,
+            save_screenshots=args.save_screenshots,
+            on_attempt=progress,
+            meta=meta,
+        )
+    finally:
+        progress.close()
+        await client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out = Path(args.out or f"outputs/eval/{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    server = None
+    base_url, model = args.base_url, args.model
+    if args.checkpoint:
+        from cua_agent.inference.local_server import start_vllm
+        from cua_agent.inference.model_files import model_dir
+
+        path = model_dir(args.checkpoint)
+        server = start_vllm(path, out)
+        print(f"serving {path} with a local vLLM server (log: {server.log_path})", file=sys.stderr)
+        try:
+            server.wait_healthy(SERVER_START_TIMEOUT_S)
+        except BaseException:
+            server.stop()
+            raise
+        base_url, model = f"http://{server.address}/v1", str(path)
+    try:
+        report = asyncio.run(evaluate_cli(args, base_url, model, out))
+    finally:
+        if server is not None:
+            server.stop()
+    print(report.markdown())
+    print(f"report: {out / 'report.json'}, {out / 'report.md'}; episodes: {out / 'rollouts.jsonl'}")
+    return 0 if report.overall.episodes else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""The evaluation's numbers: Wilson intervals, per-task and overall scores, infrastructure failures apart."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cua_agent.episode.loop import Episode
+from cua_agent.evaluate.report import Report, Score, wilson
+
+
+@pytest.mark.parametrize(
+    ("wins", "n", "lo", "hi"),
+    [(0, 10, 0.0, 0.2775), (5, 10, 0.2366, 0.7634), (10, 10, 0.7225, 1.0), (30, 200, 0.1072, 0.2061)],
+)
+def test_wilson_interval_matches_published_values(wins, n, lo, hi):
+    got = wilson(wins, n)
+    assert got == pytest.approx((lo, hi), abs=1e-4)
+
+
+def test_wilson_without_episodes_says_nothing():
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def ep(task: str, reward: float | None, turns: int = 2, malformed: int = 0, status: str = "done") -> Episode:
+    from types import SimpleNamespace
+
+    e = Episode(task, 0, "x", task_reward=reward, format_failures=malformed, status=status)
+    e.turns = [SimpleNamespace() for _ in range(turns)]  # type: ignore[misc]
+    return e
+
+
+def test_scores_count_infrastructure_failures_apart():
+    episodes = [
+        ep("miniwob/a", 1.0, turns=1),
+        ep("miniwob/a", 0.0, turns=3, malformed=1, status="max_turns"),
+        ep("miniwob/a", None, status="infra_error"),  # lost to infrastructure: not a failure of the model
+        ep("miniwob/b", 0.6, turns=2),
+    ]
+    report = Report.of(episodes, {"model": "m"})
+    a = report.tasks["miniwob/a"]
+    assert (a.episodes, a.successes, a.infra_failures) == (2, 1, 1)
+    assert a.success_rate == 0.5 and a.turns == 2.0 and a.format_failure_rate == 0.25
+    assert a.ci95 == wilson(1, 2)
+    overall = report.overall
+    assert (overall.episodes, overall.successes, overall.infra_failures) == (3, 2, 1)
+    assert overall.task_reward == pytest.approx(1.6 / 3)
+    assert Score.of([ep("x", None, status="infra_error")]).episodes == 0
+
+
+def test_report_files(tmp_path):
+    report = Report.of([ep("miniwob/a", 1.0), ep("miniwob/b", 0.0)], {"model": "m", "split": "test"})
+    report.write(tmp_path)
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["meta"] == {"model": "m", "split": "test"}
+    assert data["overall"]["episodes"] == 2 and data["tasks"]["miniwob/a"]["success_rate"] == 1.0
+    table = (tmp_path / "report.md").read_text().splitlines()
+    assert table[0].startswith("| task | episodes | success | 95% CI")
+    assert table[2].startswith("| miniwob/a | 1 | 100.0% |") and table[-1].startswith(
+        "| **all** | 2 | 50.0% |"
+    )
