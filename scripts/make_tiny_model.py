@@ -28,9 +28,10 @@ SPECIAL_TOKENS = [
     "<|vision_end|>",
     "<|image_pad|>",
     "<|video_pad|>",
-    "<tool_call>",
-    "</tool_call>",
 ]
+# Added after them, not special (as in Qwen2.5-VL's tokenizer): a server that decodes with special tokens
+# skipped (vLLM's OpenAI API by default) must still return them, or no tool call is found in the text.
+TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 
 # A ChatML template with Qwen-VL image placeholders: each image becomes
 # <|vision_start|><|image_pad|><|vision_end|>, which the processor (and vLLM) expand to one pad per merged patch.
@@ -156,7 +157,7 @@ def corpus(seed: int = 0) -> list[str]:
 
 
 def build_tokenizer(out: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -169,6 +170,7 @@ def build_tokenizer(out: Path):
     )
     tok.train_from_iterator(corpus(), trainer=trainer)
     tok.add_special_tokens(SPECIAL_TOKENS)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_CALL_TOKENS])
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
