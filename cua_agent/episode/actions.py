@@ -171,3 +171,27 @@ Action = Click | DoubleClick | RightClick | Move | Drag | Scroll | TypeText | Ke
 ACTION_CLASSES: dict[str, type[_Action]] = {
     c.name: c for c in (Click, DoubleClick, RightClick, Move, Drag, Scroll, TypeText, Key, Wait, Done)
 }
+
+
+def from_wire(payload: dict[str, Any]) -> Action:
+    """The typed action of a sandbox payload (the inverse of `to_wire`; keys it does not model, such as
+    `wait_change_s`, are dropped). Used to replay scripted actions as a policy's output."""
+    kind = payload.get("type")
+    if kind in ("click", "double_click", "right_click", "move"):
+        return ACTION_CLASSES[kind](payload["x"], payload["y"])  # type: ignore[call-arg, return-value]
+    if kind == "drag":
+        return Drag(payload["x"], payload["y"], payload["to_x"], payload["to_y"])
+    if kind == "scroll":
+        dx, dy = int(payload.get("dx", 0)), int(payload.get("dy", 0))
+        if bool(dx) == bool(dy):
+            raise ActionError("a scroll payload moves along exactly one axis")
+        unit = ((dx > 0) - (dx < 0), (dy > 0) - (dy < 0))
+        direction = next(d for d, u in SCROLL_UNITS.items() if u == unit)
+        return Scroll(payload["x"], payload["y"], direction, abs(dx or dy))
+    if kind == "type":
+        return TypeText(payload["text"])
+    if kind == "key":
+        return Key(payload["keys"])
+    if kind == "wait":
+        return Wait(payload.get("seconds", DEFAULT_WAIT_S))
+    raise ActionError(f"no typed action for payload type {kind!r}")

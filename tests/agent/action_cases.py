@@ -6,8 +6,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from cua_agent.episode import actions
 from cua_agent.episode.actions import (
-    ACTION_CLASSES,
     Action,
     Click,
     Done,
@@ -21,7 +21,7 @@ from cua_agent.episode.actions import (
     Wait,
 )
 from cua_agent.episode.coordinates import CoordinateMapping
-from sandbox.server.protocol import FIELDS, SCROLL_UNITS
+from sandbox.server.protocol import FIELDS
 
 SCREEN_W, SCREEN_H = 1280, 800
 IDENTITY = CoordinateMapping.identity(SCREEN_W, SCREEN_H)
@@ -54,15 +54,6 @@ screen_actions = st.one_of(
 
 
 def from_wire(payload: dict[str, Any]) -> Action:
-    """The typed action a wire payload came from (tests only: nothing in the stack reads the wire back)."""
-    kind = payload["type"]
-    assert set(payload) - {"type"} <= set(FIELDS[kind]), payload
-    if kind == "drag":
-        return Drag(payload["x"], payload["y"], payload["to_x"], payload["to_y"])
-    if kind == "scroll":
-        dx, dy = payload["dx"], payload["dy"]
-        assert (dx == 0) != (dy == 0), payload  # the agent scrolls one axis at a time
-        (direction,) = (d for d, (ux, uy) in SCROLL_UNITS.items() if ux * dx > 0 or uy * dy > 0)
-        return Scroll(payload["x"], payload["y"], direction, abs(dx + dy))
-    fields = {k: v for k, v in payload.items() if k != "type"}
-    return ACTION_CLASSES[kind](**fields)  # type: ignore[return-value]
+    """The typed action a wire payload came from, checking that `to_wire` writes only the fields it models."""
+    assert set(payload) - {"type"} <= set(FIELDS[payload["type"]]), payload
+    return actions.from_wire(payload)

@@ -25,6 +25,7 @@ LAYERS = [
     "cua_agent.settings",
     "cua_agent.evaluate",
     "cua_agent.train",
+    "cua_agent.warmstart",  # supervised training with the trainer's engine and patches
 ]
 
 

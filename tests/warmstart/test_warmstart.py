@@ -1,0 +1,26 @@
+"""`python -m cua_agent.warmstart`, small: the oracles' demonstrations through real sandboxes, then the
+supervised warm start with AReaL's FSDP LM engine on CPU. The answer tokens' loss falls over the epochs,
+and the output is a model folder the processor and transformers load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cua_agent.inference.processing import load_processor
+from cua_agent.warmstart.__main__ import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_demonstrations_then_supervised_training_lower_the_loss(tmp_path):
+    out = tmp_path / "warm"
+    args = ["--out", str(out), "--task-ids", "miniwob/click-test", "--seeds-per-task", "4"]
+    assert main([*args, "--epochs", "4", "--batch", "4", "--lr", "5e-3"]) == 0
+    info = json.loads((out / "warmstart.json").read_text())
+    assert info["episodes"] == 4 and info["solved"] == 4 and info["rows"] == 8  # click, then done
+    losses = info["losses"]
+    assert len(losses) == 4 and losses[-1] < 0.8 * losses[0], losses
+    assert (out / "config.json").is_file() and list(out.glob("*.safetensors"))
+    assert load_processor(out).tokenizer.convert_tokens_to_ids("<tool_call>") == 1899
