@@ -241,7 +241,12 @@ class CUATrainer(PPOTrainer):
             return
         out = Path(self.config.cluster.fileroot) / "eval" / f"step{global_step + 1}"
         start = time.monotonic()
-        report = evaluate_held_out(self.config, self.server_addresses, out)
+        try:
+            report = evaluate_held_out(self.config, self.server_addresses, out)
+        except Exception as exc:  # an evaluation that cannot run (servers, sandboxes) never stops training
+            logger.warning(f"Held-out eval after step {global_step + 1} failed: {type(exc).__name__}: {exc}")
+            self._eval_stats = {"eval/failed": 1.0}
+            return
         self._eval_stats = eval_stats(report)
         s = report.overall
         logger.info(
