@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cua_agent.episode.actions import Done
@@ -33,6 +33,11 @@ class EpisodeConfig:
     turn_timeout_s: float = 180.0
     episode_timeout_s: float = 900.0
     max_prompt_tokens: int | None = None
+
+    @classmethod
+    def of(cls, section: Any) -> EpisodeConfig:
+        """From anything with these fields by name: the config's `agent` section, the CLI's arguments."""
+        return cls(**{f.name: getattr(section, f.name) for f in fields(cls)})
 
 
 @dataclass

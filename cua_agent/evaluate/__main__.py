@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 import time
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--max-new-tokens", type=int, default=AGENT.max_new_tokens)
     ap.add_argument("--max-prompt-tokens", type=int, default=None, help="needs a processor")
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--on-parse-failure", choices=("noop", "end"), default=AGENT.on_parse_failure)
     ap.add_argument("--turn-timeout-s", type=float, default=AGENT.turn_timeout_s)
     ap.add_argument("--episode-timeout-s", type=float, default=AGENT.episode_timeout_s)
     ap.add_argument("--concurrency", type=int, default=4, help="episodes (sandboxes) at once")
@@ -70,11 +71,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def sandbox_config(args: argparse.Namespace) -> SandboxConfig:
-    values = {f.name: getattr(SANDBOX, f.name) for f in fields(SandboxConfig)}
-    values.update(
-        backend=args.sandbox_backend, image=args.sandbox_image, max_concurrency=args.concurrency, warm=0
+    return replace(
+        SANDBOX,
+        backend=args.sandbox_backend,
+        image=args.sandbox_image,
+        max_concurrency=args.concurrency,
+        warm=0,
     )
-    return SandboxConfig(**values)
 
 
 class Progress:
@@ -121,17 +124,7 @@ async def evaluate_cli(args: argparse.Namespace, base_url: str, model: str, out:
         sampling=SamplingParams(max_tokens=args.max_new_tokens, temperature=args.temperature),
         timeout_s=args.turn_timeout_s,
     )
-    cfg = EvalConfig(
-        EpisodeConfig(
-            max_turns=args.max_turns,
-            history_screenshots=args.history_screenshots,
-            turn_timeout_s=args.turn_timeout_s,
-            episode_timeout_s=args.episode_timeout_s,
-            max_prompt_tokens=args.max_prompt_tokens,
-        ),
-        concurrency=args.concurrency,
-        retries=args.retries,
-    )
+    cfg = EvalConfig(EpisodeConfig.of(args), concurrency=args.concurrency, retries=args.retries)
     meta: dict[str, Any] = {
         "model": model,
         "base_url": base_url,

@@ -44,18 +44,7 @@ def evaluate_held_out(config: CUAGRPOConfig, addresses: list[str], out_dir: Path
     sampling = SamplingParams(max_tokens=agent.max_new_tokens, temperature=ev.temperature)
     clients = [OpenAIChatClient(f"http://{a}/v1", served_model(a), sampling=sampling) for a in addresses]
     turn = itertools.cycle(clients)
-    cfg = EvalConfig(
-        EpisodeConfig(
-            max_turns=agent.max_turns,
-            history_screenshots=agent.history_screenshots,
-            on_parse_failure=agent.on_parse_failure,
-            turn_timeout_s=agent.turn_timeout_s,
-            episode_timeout_s=agent.episode_timeout_s,
-            max_prompt_tokens=agent.max_prompt_tokens,
-        ),
-        concurrency=ev.concurrency,
-        retries=ev.retries,
-    )
+    cfg = EvalConfig(EpisodeConfig.of(agent), concurrency=ev.concurrency, retries=ev.retries)
     view = ModelView(load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention)
     boxes = dataclasses.replace(config.sandbox, max_concurrency=ev.concurrency, warm=0)
 

@@ -53,14 +53,7 @@ class CUAWorkflow(RolloutWorkflow):
             stop_token_ids=stop,
             banned_token_ids=self.view.vision_token_ids,
         )
-        self.episode_cfg = EpisodeConfig(
-            max_turns=agent.max_turns,
-            history_screenshots=agent.history_screenshots,
-            on_parse_failure=agent.on_parse_failure,
-            turn_timeout_s=agent.turn_timeout_s,
-            episode_timeout_s=agent.episode_timeout_s,
-            max_prompt_tokens=agent.max_prompt_tokens,
-        )
+        self.episode_cfg = EpisodeConfig.of(agent)
         self.rewards = RewardConfig(
             format_reward=agent.format_reward,
             quit_penalty=agent.quit_penalty,

@@ -49,7 +49,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     settings = Settings()  # secrets and endpoints: environment, else .env
     settings.export()
     os.environ["AREAL_SPMD_MODE"] = "1"
-    _single_process_dist_env()
+    single_process_dist_env()
     rank = int(os.environ["RANK"])
     _absolute_paths(config)
     exp_dir = Path(config.cluster.fileroot)
@@ -200,7 +200,7 @@ def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:
     return path
 
 
-def _single_process_dist_env() -> None:
+def single_process_dist_env() -> None:
     """torchrun sets these; a plain `python train_areal.py` is one rank."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return

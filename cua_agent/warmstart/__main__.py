@@ -16,7 +16,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -55,11 +55,7 @@ def demonstrations(args: argparse.Namespace, view: ModelView) -> tuple[list[dict
     """Supervised rows of the solved episodes, and counts."""
     task_ids = [t for t in args.task_ids.split(",") if t]
     rows = load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
-    defaults = SandboxConfig()
-    sandbox = SandboxConfig(
-        **{f.name: getattr(defaults, f.name) for f in fields(SandboxConfig)}
-        | {"max_concurrency": args.concurrency, "warm": 0}
-    )
+    sandbox = replace(SandboxConfig(), max_concurrency=args.concurrency, warm=0)
     cfg = EpisodeConfig(max_turns=args.max_turns, history_screenshots=args.history_screenshots)
 
     async def run() -> list:

@@ -12,30 +12,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-
-def _single_process_env() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for k, v in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}.items():
-        os.environ.setdefault(k, v)
-    os.environ.setdefault("MASTER_PORT", str(port))
+from cua_agent.train.job import single_process_dist_env
 
 
 def train(
     rows_path: Path, base: Path, out: Path, epochs: int, lr: float, batch: int, seed: int = 0
 ) -> list[float]:
     """The mean SFT loss of each epoch; the trained model in `out`."""
-    _single_process_env()
+    single_process_dist_env()
     import torch
     from areal.api import FinetuneSpec
     from areal.api.alloc_mode import ModelAllocation
