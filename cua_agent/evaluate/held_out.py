@@ -1,16 +1,13 @@
 """Held-out evaluation during training: after a step's weight update, the policy as the vLLM servers now
 serve it plays the `evaluation` section's rows once each (greedy by default) through the servers'
-OpenAI API, on boxes of its own. Run by the trainer's data-parallel head (cua_agent/train/trainer.py)."""
+OpenAI API, on boxes of its own. Run by the trainer's rank 0 (cua_agent/train/trainer.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import itertools
-import json
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.episode.chat import OpenAIChatClient
@@ -19,52 +16,54 @@ from cua_agent.episode.model_view import ModelView
 from cua_agent.evaluate.report import Report
 from cua_agent.evaluate.runner import EvalConfig, evaluate
 from cua_agent.inference.processing import load_processor
-from cua_agent.inference.vllm_server import SamplingParams
+from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.rollout.task_rows import load_task_rows
 
 
-def served_model(address: str, timeout_s: float = 10.0) -> str:
-    """The name a vLLM server serves its model under (GET /v1/models)."""
-    with urllib.request.urlopen(f"http://{address}/v1/models", timeout=timeout_s) as r:
-        return json.load(r)["data"][0]["id"]
+class HeldOutEval:
+    """Built once per run: the held-out rows (a split that names no row fails here, at start-up), the
+    model's view and the episode settings. `run` plays the rows against the servers as they serve now."""
 
+    def __init__(self, config: CUAGRPOConfig):
+        ev, agent, tasks = config.evaluation, config.agent, config.tasks
+        self.rows = load_task_rows(
+            tasks.valid_path or tasks.train_path,
+            ev.split,
+            list(ev.task_ids or tasks.task_ids),
+            seeds_per_task=ev.seeds_per_task,
+        )
+        self.view = ModelView(
+            load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention
+        )
+        self.cfg = EvalConfig(EpisodeConfig.of(agent), concurrency=ev.concurrency, retries=ev.retries)
+        self.boxes = dataclasses.replace(config.sandbox, max_concurrency=ev.concurrency, warm=0)
+        self.sampling = SamplingParams(max_tokens=agent.max_new_tokens, temperature=ev.temperature)
+        self.meta = {"split": ev.split, "temperature": ev.temperature}
 
-def held_out_rows(config: CUAGRPOConfig) -> list[dict[str, Any]]:
-    ev, tasks = config.evaluation, config.tasks
-    return load_task_rows(
-        tasks.valid_path or tasks.train_path,
-        ev.split,
-        list(ev.task_ids or tasks.task_ids),
-        seeds_per_task=ev.seeds_per_task,
-    )
+    def run(self, addresses: list[str], out_dir: Path) -> Report:
+        return asyncio.run(self._run(addresses, out_dir))
 
-
-def evaluate_held_out(config: CUAGRPOConfig, addresses: list[str], out_dir: Path) -> Report:
-    ev, agent = config.evaluation, config.agent
-    sampling = SamplingParams(max_tokens=agent.max_new_tokens, temperature=ev.temperature)
-    clients = [OpenAIChatClient(f"http://{a}/v1", served_model(a), sampling=sampling) for a in addresses]
-    turn = itertools.cycle(clients)
-    cfg = EvalConfig(EpisodeConfig.of(agent), concurrency=ev.concurrency, retries=ev.retries)
-    view = ModelView(load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention)
-    boxes = dataclasses.replace(config.sandbox, max_concurrency=ev.concurrency, warm=0)
-
-    async def run() -> Report:
+    async def _run(self, addresses: list[str], out_dir: Path) -> Report:
+        clients = []
         try:
+            for a in addresses:
+                model = await VLLMServer(a).served_model()
+                clients.append(OpenAIChatClient(f"http://{a}/v1", model, sampling=self.sampling))
+            turn = itertools.cycle(clients)
             return await evaluate(
-                held_out_rows(config),
+                self.rows,
                 lambda: next(turn),
-                boxes,
-                cfg,
+                self.boxes,
+                self.cfg,
                 out_dir,
-                view=view,
-                convention=agent.coordinate_convention,
-                meta={"split": ev.split, "temperature": ev.temperature, "servers": addresses},
+                view=self.view,
+                convention=self.view.convention,
+                meta={**self.meta, "servers": addresses},
             )
         finally:
             for c in clients:
                 await c.close()
-
-    return asyncio.run(run())
+            await close_loop_session()
 
 
 def eval_stats(report: Report) -> dict[str, float]:

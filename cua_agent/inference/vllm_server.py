@@ -224,6 +224,10 @@ class VLLMServer:
     async def set_weight_version(self, version: int) -> None:
         await self._call("/update_weight_version", {"new_version": str(version)})
 
+    async def served_model(self) -> str:
+        """The name the server serves its model under (OpenAI API requests must name it)."""
+        return str((await self._call("/v1/models", method="GET"))["data"][0]["id"])
+
     async def weight_version(self) -> int | None:
         """The version last set by a weight update; None while it serves the weights it started with
         (vLLM reports "default" then)."""

@@ -84,10 +84,6 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
             train_dataset = load_task_rows(
                 config.tasks.train_path, config.tasks.train_split, list(config.tasks.task_ids)
             )
-        if config.evaluation.enabled:  # a held-out split that names no row fails now, not at the first eval
-            from cua_agent.evaluate.held_out import held_out_rows
-
-            held_out_rows(config)
         workflow_cls = import_from_string(config.workflow)
         workflow = workflow_cls(config=config)
         if hasattr(workflow, "preflight"):

@@ -30,7 +30,7 @@ from areal.utils.environ import is_single_controller
 from areal.utils.stats_logger import StatsLogger
 
 from cua_agent.config import CUAGRPOConfig
-from cua_agent.evaluate.held_out import eval_stats, evaluate_held_out
+from cua_agent.evaluate.held_out import HeldOutEval, eval_stats
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.outcomes import rates
 from cua_agent.train import patches as trainer_patches
@@ -82,6 +82,7 @@ class CUATrainer(PPOTrainer):
         self._next_lr = self._lr()
         self._counted: dict[str, float] = {}
         self._eval_stats: dict[str, float] = {}  # the step's held-out evaluation, when one ran
+        self.held_out = HeldOutEval(config) if config.evaluation.enabled else None
         self._outcomes_counted: dict[str, float] = {}
         self.steps_path = Path(StatsLogger.get_log_path(config.stats_logger)) / "steps.jsonl"
 
@@ -152,7 +153,7 @@ class CUATrainer(PPOTrainer):
         stats.update(evaluated)
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
-        if (dist.get_rank() if dist.is_initialized() else 0) == 0:
+        if _is_rank0():
             self._record_step(global_step, lr, faults, outcomes, evaluated)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
@@ -227,22 +228,21 @@ class CUATrainer(PPOTrainer):
     def _evaluate(
         self, eval_workflow: Any, eval_workflow_kwargs: Any, epoch: int, epoch_step: int, global_step: int
     ) -> None:
-        """When AReaL's `evaluator` section says it is due and `evaluation.enabled`: the data-parallel head
-        plays the held-out rows against the servers (which serve this step's weights by now); every rank
+        """When AReaL's `evaluator` section says it is due and `evaluation.enabled`: rank 0 plays the held-out rows against the servers (which serve this step's weights by now); every rank
         waits for it. The numbers join this step's stats (eval/...) and its steps.jsonl line."""
-        if not self.config.evaluation.enabled:
+        if self.held_out is None:
             return
         self.evaluator.evaluate(lambda: self._evaluate_held_out(global_step), epoch, epoch_step, global_step)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
 
     def _evaluate_held_out(self, global_step: int) -> None:
-        if not self.actor.is_data_parallel_head() or (dist.is_initialized() and dist.get_rank() != 0):
+        if not _is_rank0():
             return
         out = Path(self.config.cluster.fileroot) / "eval" / f"step{global_step + 1}"
         start = time.monotonic()
         try:
-            report = evaluate_held_out(self.config, self.server_addresses, out)
+            report = self.held_out.run(self.server_addresses, out)
         except Exception as exc:  # an evaluation that cannot run (servers, sandboxes) never stops training
             logger.warning(f"Held-out eval after step {global_step + 1} failed: {type(exc).__name__}: {exc}")
             self._eval_stats = {"eval/failed": 1.0}
@@ -313,6 +313,10 @@ class CUATrainer(PPOTrainer):
             addr=self.server_addresses, train_data_parallel_size=self.actor_alloc.parallel.dp_size
         )
         return engine
+
+
+def _is_rank0() -> bool:
+    return not dist.is_initialized() or dist.get_rank() == 0
 
 
 def _agree(decision: bool, actor: Any) -> bool:

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from cua_agent.train import trainer as trainer_module
 from cua_agent.train.trainer import CUATrainer
 
 
-def test_a_failing_evaluation_does_not_stop_training(monkeypatch, tmp_path):
+def test_a_failing_evaluation_does_not_stop_training(tmp_path):
     def unreachable(*args, **kwargs):
         raise ConnectionRefusedError("vLLM server at 127.0.0.1:1 refused the connection")
 
-    monkeypatch.setattr(trainer_module, "evaluate_held_out", unreachable)
     fake = SimpleNamespace(
-        actor=SimpleNamespace(is_data_parallel_head=lambda: True),
+        held_out=SimpleNamespace(run=unreachable),
         config=SimpleNamespace(cluster=SimpleNamespace(fileroot=str(tmp_path))),
         server_addresses=["127.0.0.1:1"],
         _eval_stats={},
