@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +37,6 @@ ROW_BYTES_PER_TOKEN = 29  # a row's tensors (rollout/rows.py): ids 8, attention 
 #                           versions 4, mm_token_type_ids 8
 RUNTIME_OVERHEAD = 3 * GiB  # CUDA context, NCCL buffers, allocator slack
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-
-class PreflightError(ValueError):
-    """The config does not fit; each problem names its field."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("the config does not fit:\n" + "\n".join(f"  - {p}" for p in problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -142,10 +133,11 @@ class Workload:
 
 
 def workload(config: CUAGRPOConfig, rows: list[dict[str, Any]]) -> Workload:
+    from areal.api.alloc_mode import ModelAllocation
+
     from sandbox.base import SandboxSpec
 
-    found = re.search(r"d(\d+)", config.actor.backend)
-    dp = int(found.group(1)) if found else 1
+    dp = ModelAllocation.from_str(config.actor.backend, name="actor").parallel.dp_size
     specs = [SandboxSpec.from_dict(r.get("sandbox")) for r in rows]
     agent = config.agent
     steps = config.total_train_steps or config.total_train_epochs * math.ceil(
@@ -415,7 +407,7 @@ def main(config: CUAGRPOConfig, argv: list[str]) -> int:
     for n in notes:
         print(f"note: {n}")
     if problems:
-        print(PreflightError(problems))
+        print("the config does not fit:\n" + "\n".join(f"  - {p}" for p in problems))
         return 1
     print("the config fits")
     return 0
