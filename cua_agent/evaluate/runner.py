@@ -60,17 +60,18 @@ class EvalRunner:
     ) -> list[Episode]:
         """One final episode per row, in row order. `on_attempt(episode, final)` sees every attempt."""
         gate = asyncio.Semaphore(self.cfg.concurrency)
+        seen = on_attempt or (lambda ep, final: None)
 
         async def one(row: dict[str, Any]) -> Episode:
             async with gate:
-                for attempt in range(self.cfg.retries + 1):
+                ep = await self._attempt(row)
+                for _ in range(self.cfg.retries):
+                    if ep.ok:
+                        break
+                    seen(ep, False)
                     ep = await self._attempt(row)
-                    final = ep.ok or attempt == self.cfg.retries
-                    if on_attempt is not None:
-                        on_attempt(ep, final)
-                    if final:
-                        return ep
-            raise AssertionError("unreachable")
+                seen(ep, True)
+                return ep
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 

@@ -55,7 +55,7 @@ def test_against_the_projects_vllm_server(vllm_servers, tmp_path):
     overall = report["overall"]
     assert overall["episodes"] == 3 and overall["infra_failures"] == 0 and overall["turns"] == 2.0
     assert set(report["tasks"]) == {TASK} and report["meta"]["split"] == "test"
-    assert sorted(e["seed"] for e in episodes) == sorted(e["seed"] for e in episodes if e["task_id"] == TASK)
+    assert all(e["task_id"] == TASK for e in episodes)
     assert len({e["seed"] for e in episodes}) == 3 and all(
         e["seed"] >= 100000 for e in episodes
     )  # test split
