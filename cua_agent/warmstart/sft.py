@@ -37,12 +37,23 @@ def train(
     from areal.utils.data import concat_padded_tensors
 
     from cua_agent.inference.processing import load_processor
+    from cua_agent.rollout.rows import pixel_values
     from cua_agent.train import patches
 
     processor = load_processor(base)
     patches.install("sdpa")
-    patches.install_screenshot_pixels(processor.image_processor)
     rows = torch.load(rows_path, weights_only=False)
+    # The rows are trained every epoch: decode their screenshots once (AReaL's own pixel_values path), not
+    # per micro-batch as the RL trainer must (its rows are new every step).
+    for row in rows:
+        if "multi_modal_input" in row:
+            row["multi_modal_input"] = [
+                {
+                    "pixel_values": pixel_values(mm, processor.image_processor),
+                    "image_grid_thw": mm["image_grid_thw"],
+                }
+                for mm in row["multi_modal_input"]
+            ]
     torch.manual_seed(seed)
     config = TrainEngineConfig(
         experiment_name="warmstart",
