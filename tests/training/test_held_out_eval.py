@@ -1,21 +1,22 @@
-"""The trainer's held-out evaluation: an evaluation that cannot run (a server gone, a sandbox engine down)
-is logged and counted, and training goes on."""
+"""The trainer's held-out evaluation: an evaluation that cannot run (here: no server at the address, through
+the real client and its retries) is logged and counted, and training goes on."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+from cua_agent.evaluate.held_out import HeldOutEval
+from cua_agent.inference.local_server import free_port
 from cua_agent.train.trainer import CUATrainer
+from tests.training.test_config import load
 
 
 def test_a_failing_evaluation_does_not_stop_training(tmp_path):
-    def unreachable(*args, **kwargs):
-        raise ConnectionRefusedError("vLLM server at 127.0.0.1:1 refused the connection")
-
-    fake = SimpleNamespace(
-        held_out=SimpleNamespace(run=unreachable),
-        config=SimpleNamespace(cluster=SimpleNamespace(fileroot=str(tmp_path))),
-        server_addresses=["127.0.0.1:1"],
+    config = load(tmp_path, "evaluation.enabled=true", "tasks.task_ids=[miniwob/click-test]")
+    fake = SimpleNamespace(  # the trainer's state this method reads: no FSDP actor is needed for it
+        held_out=HeldOutEval(config),
+        config=config,
+        server_addresses=[f"127.0.0.1:{free_port()}"],  # nothing listens there
         _eval_stats={},
     )
     CUATrainer._evaluate_held_out(fake, 4)  # type: ignore[arg-type]
