@@ -1,9 +1,11 @@
-"""MiniWoB reset against a real chromium when a page's scripts do not run on the first load.
+"""MiniWoB reset against a real chromium when a page is not fully loaded after get() returns.
 
-CI saw `/task/reset` fail once with "its scripts did not load" on a 2-core machine under load: get()
-returned, and `genProblem` stayed undefined for the whole wait. The page below stands in for such a
-load: it defines the task only when it is loaded a second time in the same tab (sessionStorage keeps a
-counter across navigations). Runs in the sandbox server's interpreter, as the server does.
+CI saw two faces of one race on a 2-core machine under load: `/task/reset` failing with "its scripts did
+not load" (get() returned, `genProblem` stayed undefined), and a reset whose task had an empty
+utterance, so the agent was given an empty instruction and an oracle read no fields (its body was not
+parsed yet when `genProblem` wrote the query into it). The pages below stand in for such loads: they are
+complete only when loaded a second time in the same tab (sessionStorage keeps a counter across
+navigations). Runs in the sandbox server's interpreter, as the server does.
 """
 
 from __future__ import annotations
@@ -11,23 +13,42 @@ from __future__ import annotations
 import subprocess
 import textwrap
 
+import pytest
+
 from sandbox.backends.local import host_python
 
-# A minimal task page: MiniWoB's globals that reset() drives, defined only on the second load.
-FLAKY_PAGE = """<!doctype html><html><body><div id="query">Click OK</div><script>
+# MiniWoB's globals that reset() drives, as a task page defines them in its head; `onload` shows the
+# start cover, as every MiniWoB task's does.
+TASK_SCRIPT = """
+window.genProblem = function () { document.getElementById('query').textContent = 'Click OK'; };
+Math.seedrandom = function () {};
+window.WOB_TASK_READY = true;
+window.core = {
+  EPISODE_MAX_TIME: 0, cover_div: null,
+  setDataMode: function () {},
+  startEpisodeReal: function () { genProblem(); },
+  getUtterance: function () { return document.getElementById('query').textContent; },
+};
+window.onload = function () { core.cover_div = document.createElement('div'); };
+"""
+
+COUNT_LOADS = """
 const n = Number(sessionStorage.getItem('loads') || 0) + 1;
 sessionStorage.setItem('loads', String(n));
-if (n >= 2) {
-  window.genProblem = function () {};
-  Math.seedrandom = function () {};
-  window.WOB_TASK_READY = false;
-  window.core = {
-    EPISODE_MAX_TIME: 0,
-    setDataMode: function () {},
-    startEpisodeReal: function () { window.WOB_TASK_READY = true; },
-    getUtterance: function () { return 'Click OK'; },
-  };
-}
+"""
+
+# First load: the scripts never ran.
+NO_SCRIPTS = f"""<!doctype html><html><head><script>{COUNT_LOADS}
+if (n >= 2) {{ {TASK_SCRIPT} }}
+</script></head><body><div id="query"></div></body></html>"""
+
+# First load: the scripts ran, but (as if get() had returned early) the body holds no query and `onload`
+# has not run.
+NO_BODY = f"""<!doctype html><html><head><script>{COUNT_LOADS}
+{TASK_SCRIPT}
+if (n < 2) window.onload = null;
+</script></head><body><script>
+if (n >= 2) document.write('<div id="query"></div>');
 </script></body></html>"""
 
 PROBE = textwrap.dedent(
@@ -51,8 +72,9 @@ PROBE = textwrap.dedent(
 )
 
 
-def test_reset_loads_the_page_again_when_its_scripts_did_not_run(tmp_path):
-    (tmp_path / "flaky.html").write_text(FLAKY_PAGE)
+@pytest.mark.parametrize("page", [NO_SCRIPTS, NO_BODY], ids=["scripts-not-run", "body-not-parsed"])
+def test_reset_loads_the_page_again_until_it_is_complete(tmp_path, page):
+    (tmp_path / "flaky.html").write_text(page)
     out = subprocess.run(
         [host_python(), "-c", PROBE, str(tmp_path)], capture_output=True, text=True, timeout=120
     )

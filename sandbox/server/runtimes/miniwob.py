@@ -167,21 +167,30 @@ class MiniWoBRuntime(Runtime):
         with contextlib.suppress(Exception):
             self.display.xdotool("search", "--onlyvisible", "--classname", "chromium", "windowfocus")
         self.task = name
-        return {"instruction": self._utterance()[0]}
+        instruction = self._utterance()[0]
+        if not instruction.strip():  # never hand the agent an empty task
+            raise RuntimeError(f"MiniWoB task {name}: the page shows no utterance after reset")
+        return {"instruction": instruction}
 
     def _open(self, path: Path, name: str, attempts: int = 3, wait_s: float = 5.0) -> None:
-        """A fresh page per episode: no state leaks from the previous one. The task's own scripts
-        (genProblem, core) can still be undefined when get() returns under load, and on a loaded 2-core
-        CI machine they once stayed undefined for the whole wait: navigate again before giving up."""
-        scripts_ran = "return typeof genProblem === 'function' && typeof core !== 'undefined';"
+        """A fresh page per episode: no state leaks from the previous one. Under load get() can return
+        before the page is complete: CI saw the task's scripts (genProblem, core) undefined for a whole
+        wait, and once a body not yet parsed, so that genProblem wrote the utterance nowhere and the
+        agent got an empty instruction. Wait for the page's own `onload` (every task's shows its start
+        cover) and its query element; navigate again before giving up."""
+        complete = (
+            "return document.readyState === 'complete' && typeof genProblem === 'function'"
+            " && typeof core !== 'undefined' && core.cover_div != null"
+            " && document.getElementById('query') !== null;"
+        )
         for _ in range(attempts):
             self.driver.get(path.as_uri())
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
-                if self.driver.execute_script(scripts_ran):
+                if self.driver.execute_script(complete):
                     return
                 time.sleep(0.02)
-        raise RuntimeError(f"MiniWoB task {name}: its scripts did not load in {attempts} page loads")
+        raise RuntimeError(f"MiniWoB task {name}: its page did not load completely in {attempts} loads")
 
     def _utterance(self, timeout_s: float = 2.0) -> tuple[str, dict[str, str]]:
         """The task's utterance and its fields. Under load the page can answer before its utterance is
