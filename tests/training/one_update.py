@@ -1,0 +1,68 @@
+"""One GRPO update with AReaL's FSDP actor configured as configs/local_cpu.yaml configures it (CPU, gloo,
+one process), the trainer's own sequence: recompute logprobs (prox_logp), compute_advantages,
+ppo_update. Then the logprobs again.
+
+    python tests/training/one_update.py ROWS.pt MODEL_DIR OUT.json [key=value ...]
+
+ROWS.pt holds rows as the workflow emits them, with their `rewards` (the episode advantages). Writes
+{"rows": [{"reward", "delta"}, ...]}: per row, its reward and the mean change of its answer tokens'
+logprobs. Its own process: torch.distributed and FSDP state are process-global.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    os.environ.update(env)
+
+    from areal.api import FinetuneSpec
+    from areal.api.alloc_mode import ModelAllocation
+    from areal.api.cli_args import load_expr_config
+    from areal.engine.fsdp_engine import FSDPPPOActor
+
+    from cua_agent.config import CUAGRPOConfig
+    from cua_agent.inference.processing import load_processor
+    from cua_agent.train import patches as trainer_patches
+
+    config, _ = load_expr_config(
+        ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}", *overrides], CUAGRPOConfig
+    )
+    trainer_patches.install(config.actor.attn_impl)
+    trainer_patches.install_screenshot_pixels(load_processor(model_dir).image_processor)
+    actor = FSDPPPOActor(config.actor)
+    actor.create_process_group(parallel_strategy=ModelAllocation.from_str("fsdp:d1", name="actor").parallel)
+    actor.initialize(addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=1, train_batch_size=1))
+
+    batch = torch.load(rows_path, weights_only=False)
+    pristine = copy.deepcopy(batch)
+    (before,) = actor.compute_logp([copy.deepcopy(pristine)])
+    batch["prox_logp"] = before
+    actor.ppo_update(actor.compute_advantages([batch]))
+    (after,) = actor.compute_logp([copy.deepcopy(pristine)])
+    # compute_logp[i] scores token i+1: the answer tokens are where the shifted loss mask is set.
+    mask = torch.roll(pristine["loss_mask"], shifts=-1, dims=-1).bool()
+    rows = []
+    for i in range(mask.shape[0]):
+        d = (after[i] - before[i]).float()[mask[i]]
+        rows.append({"reward": float(pristine["rewards"][i]), "delta": float(d.mean()), "tokens": int(mask[i].sum())})
+    Path(out_path).write_text(json.dumps({"rows": rows}))
+    actor.destroy()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
