@@ -85,6 +85,10 @@ class AgentConfig:
     format_reward: float = 0.1
     quit_penalty: float = 0.1
     turn_discount: float = 1.0
+    # Advantage = reward - group mean, divided by the group's std when true (GRPO). False keeps the
+    # reward's scale (Dr. GRPO): a group told apart only by the format term then moves the policy a
+    # tenth as much as one told apart by success, instead of as much.
+    advantage_std_norm: bool = True
     turn_timeout_s: float = 180.0
     episode_timeout_s: float = 900.0
     max_prompt_tokens: int = 6000

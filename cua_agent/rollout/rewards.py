@@ -27,6 +27,7 @@ class RewardConfig:
     format_reward: float = 0.1  # the format term's range: +format_reward (all turns valid) .. -format_reward
     quit_penalty: float = 0.1  # declaring done on an unsolved task
     turn_discount: float = 1.0  # turn t of T gets discount ** (T - 1 - t)
+    std_norm: bool = True  # divide by the group's std (GRPO) or not (Dr. GRPO)
     eps: float = 1e-6
 
 
@@ -41,15 +42,16 @@ def episode_reward(ep: Episode, cfg: RewardConfig) -> float:
     return task + fmt - (cfg.quit_penalty if quit else 0.0)
 
 
-def normalise_group(rewards: list[float], eps: float = 1e-6) -> list[float]:
-    """(r - mean) / (std + eps) over the group; a group whose rewards are all equal teaches nothing: 0s."""
+def normalise_group(rewards: list[float], eps: float = 1e-6, std_norm: bool = True) -> list[float]:
+    """r - mean over the group, divided by (std + eps) when `std_norm`; a group whose rewards are all
+    equal teaches nothing: 0s."""
     if not rewards:
         return []
     mean = sum(rewards) / len(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
     if std < eps:
         return [0.0] * len(rewards)
-    return [(r - mean) / (std + eps) for r in rewards]
+    return [(r - mean) / (std + eps) if std_norm else r - mean for r in rewards]
 
 
 def turn_rewards(advantage: float, n_turns: int, discount: float) -> list[float]:

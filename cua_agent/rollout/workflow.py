@@ -58,6 +58,7 @@ class CUAWorkflow(RolloutWorkflow):
             format_reward=agent.format_reward,
             quit_penalty=agent.quit_penalty,
             turn_discount=agent.turn_discount,
+            std_norm=agent.advantage_std_norm,
         )
         self.sandboxes = RolloutSandboxes(config.sandbox)
         self.recorder = (
@@ -119,7 +120,7 @@ class CUAWorkflow(RolloutWorkflow):
             return None
 
         returns = [episode_reward(ep, self.rewards) for ep, _ in usable]
-        advantages = normalise_group(returns, self.rewards.eps)
+        advantages = normalise_group(returns, self.rewards.eps, self.rewards.std_norm)
         rows: list[dict[str, Any]] = []
         advantage_of: dict[int, float] = {}
         for (ep, ep_rows), adv in zip(usable, advantages, strict=True):

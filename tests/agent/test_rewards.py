@@ -57,3 +57,18 @@ def test_the_config_refuses_a_quit_penalty_that_would_rank_quitting_below_malfor
     with pytest.raises(ValueError, match=r"^agent\.quit_penalty: "):
         AgentConfig(format_reward=0.1, quit_penalty=0.2)
     AgentConfig(format_reward=0.0, quit_penalty=0.0)  # task reward only: allowed
+
+
+def test_without_std_normalisation_a_format_only_group_moves_the_policy_less_than_a_success():
+    """Dr. GRPO's advantage (no division by the group's std) keeps the reward's scale: a group told
+    apart only by the format term gets advantages a tenth of those of a group with one success."""
+    cfg = RewardConfig(std_norm=False)
+    format_only = normalise_group([episode_reward(e, cfg) for e in (ATTEMPT, MALFORMED)], std_norm=False)
+    success = normalise_group([episode_reward(e, cfg) for e in (SOLVE, ATTEMPT)], std_norm=False)
+    assert max(map(abs, format_only)) < 0.2 * max(map(abs, success))
+    assert sum(format_only) == pytest.approx(0) and sum(success) == pytest.approx(0)
+    # With std normalisation both groups move it alike: what the option is for.
+    std = [
+        normalise_group([episode_reward(e, cfg) for e in g]) for g in ((ATTEMPT, MALFORMED), (SOLVE, ATTEMPT))
+    ]
+    assert max(map(abs, std[0])) == pytest.approx(max(map(abs, std[1])), rel=1e-3)
