@@ -6,9 +6,9 @@ export PYTHONPATH := $(CURDIR)
 PYTEST_ARGS ?=
 ARGS ?=
 
-.PHONY: setup local test test-fast lint format bench reap smoke-sandbox clean-envs
+.PHONY: setup local test test-fast lint format bench learn reap smoke-sandbox clean-envs
 
-setup:  ## install whatever is missing (system packages, environments, tiny models); a no-op when done
+setup:  ## install whatever is missing (system packages, environments, tiny models, warm start); a no-op when done
 	@bash scripts/setup.sh
 
 local: setup  ## run the main job on the embedded default (CPU, tiny model, real sandboxes)
@@ -29,8 +29,11 @@ format: setup
 	@$(PY) -m ruff check --fix .
 	@$(PY) -m ruff format .
 
-bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run (make learn apart)
+	@for b in $(filter-out bench/learn.py,$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b; done
+
+learn: setup  ## GRPO from the warm start against an lr=0 control, held-out success per arm (bench/learn.py; ~1 h on 2 cores)
+	@$(PY) bench/learn.py $(ARGS)
 
 reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml)
 	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,) $(if $(CONFIG),--config $(CONFIG),)

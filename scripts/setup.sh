@@ -116,8 +116,17 @@ setup_models() {
   PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl-tied" --tie-embeddings
 }
 
+# The tiny model's warm start (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised
+# training. Kept while its inputs are unchanged; a rebuild takes ~10 min on 2 cores.
+setup_warmstart() {
+  local py; py="$(trainer_python)"
+  [ -x "$py" ] || die "warmstart: the trainer environment is missing; run scripts/setup.sh trainer"
+  (cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" "$py" -m cua_agent.warmstart) \
+    || die "warmstart: building the tiny model's warm start failed (output above)"
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox deploy)
+[ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox warmstart deploy)
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
@@ -126,8 +135,9 @@ for step in "${steps[@]}"; do
     vllm) make_env vllm ;;
     models) setup_models ;;
     sandbox) bash "$REPO_ROOT/scripts/setup_sandbox.sh" ;;
+    warmstart) setup_warmstart ;;
     deploy) bash "$REPO_ROOT/scripts/setup_deploy.sh" ;;
-    *) die "unknown step '$step' (expected: system trainer vllm models sandbox deploy)" ;;
+    *) die "unknown step '$step' (expected: system trainer vllm models sandbox warmstart deploy)" ;;
   esac
 done
 log "done in $((SECONDS - start)) s"

@@ -19,6 +19,8 @@ MODELS = {
     "untied": CUA_HOME / "models" / "tiny-qwen2.5-vl",
     "tied": CUA_HOME / "models" / "tiny-qwen2.5-vl-tied",
 }
+# The untied tiny model after the warm start's supervised training (setup: python -m cua_agent.warmstart)
+WARM_MODEL = CUA_HOME / "models" / "tiny-qwen2.5-vl-warm"
 
 
 def free_port() -> int:

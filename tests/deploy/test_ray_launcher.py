@@ -24,7 +24,7 @@ from cua_agent.inference.local_server import MODELS, REPO
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
 from sandbox.backends import make_backend
 from tests.deploy.ray_cluster import LocalRayCluster
-from tests.training.harness import left_in_session, restore_weights
+from tests.training.harness import TINY_MODEL_ARGS, left_in_session, restore_weights
 
 pytestmark = pytest.mark.slow
 
@@ -93,6 +93,7 @@ def test_one_step_on_two_ray_nodes(vllm_servers, tmp_path: Path):
             "train_areal.py",
             "--config",
             "configs/local_cpu.yaml",
+            *TINY_MODEL_ARGS,
             "allocation_mode=fsdp:d2",
             "actor.backend=fsdp:d2",
             "cluster.n_nodes=2",

@@ -15,12 +15,22 @@ from pathlib import Path
 
 import psutil
 
-from cua_agent.inference.local_server import REPO
+from cua_agent.inference.local_server import MODELS, REPO
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
 from sandbox.backends import make_backend
 
 RUN_TIMEOUT_S = 600
+# What the tests train: the untied tiny model, as the shared test servers serve it (configs/local_cpu.yaml
+# starts from the warm start, which they do not serve). It is random and fails every group alike, so the
+# equal-reward filter is off; every task and 6 turns, as the tests were written for. A test's own
+# arguments come after these and win.
+TINY_MODEL_ARGS = [
+    f"actor.path={MODELS['untied']}",
+    "agent.filter_equal_reward_groups=false",
+    "tasks.task_ids=[]",
+    "agent.max_turns=6",
+]
 
 
 @dataclass
@@ -35,7 +45,7 @@ class Run:
 
 
 def start_training(args: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> subprocess.Popen:
-    cmd = [sys.executable, "train_areal.py", "--config", config, *args]
+    cmd = [sys.executable, "train_areal.py", "--config", config, *TINY_MODEL_ARGS, *args]
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     env.pop("WANDB_API_KEY", None)
     with open(log, "wb") as out:

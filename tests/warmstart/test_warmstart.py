@@ -24,3 +24,8 @@ def test_demonstrations_then_supervised_training_lower_the_loss(tmp_path):
     assert len(losses) == 4 and losses[-1] < 0.8 * losses[0], losses
     assert (out / "config.json").is_file() and list(out.glob("*.safetensors"))
     assert load_processor(out).tokenizer.convert_tokens_to_ids("<tool_call>") == 1899
+    # Built once: the same inputs again leave the folder as it is; no partial build is left behind.
+    stamp = (out / "warmstart.json").stat().st_mtime_ns
+    assert main([*args, "--epochs", "4", "--batch", "4", "--lr", "5e-3"]) == 0
+    assert (out / "warmstart.json").stat().st_mtime_ns == stamp
+    assert not out.with_name("warm.partial").exists()
