@@ -27,7 +27,13 @@ def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env = {
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     os.environ.update(env)
 
     from areal.api import FinetuneSpec
@@ -40,13 +46,16 @@ def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None
     from cua_agent.train import patches as trainer_patches
 
     config, _ = load_expr_config(
-        ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}", *overrides], CUAGRPOConfig
+        ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}", *overrides],
+        CUAGRPOConfig,
     )
     trainer_patches.install(config.actor.attn_impl)
     trainer_patches.install_screenshot_pixels(load_processor(model_dir).image_processor)
     actor = FSDPPPOActor(config.actor)
     actor.create_process_group(parallel_strategy=ModelAllocation.from_str("fsdp:d1", name="actor").parallel)
-    actor.initialize(addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=1, train_batch_size=1))
+    actor.initialize(
+        addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=1, train_batch_size=1)
+    )
 
     batch = torch.load(rows_path, weights_only=False)
     pristine = copy.deepcopy(batch)
@@ -59,7 +68,9 @@ def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None
     rows = []
     for i in range(mask.shape[0]):
         d = (after[i] - before[i]).float()[mask[i]]
-        rows.append({"reward": float(pristine["rewards"][i]), "delta": float(d.mean()), "tokens": int(mask[i].sum())})
+        rows.append(
+            {"reward": float(pristine["rewards"][i]), "delta": float(d.mean()), "tokens": int(mask[i].sum())}
+        )
     Path(out_path).write_text(json.dumps({"rows": rows}))
     actor.destroy()
 

@@ -50,7 +50,10 @@ async def test_one_update_moves_each_rows_answer_the_way_its_advantage_says(roll
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())["rows"]
-    print("\nper row (advantage, mean logprob change of its answer):", [(r["reward"], round(r["delta"], 4)) for r in result])
+    print(
+        "\nper row (advantage, mean logprob change of its answer):",
+        [(r["reward"], round(r["delta"], 4)) for r in result],
+    )
     assert [r["reward"] for r in result] == signs.tolist()
     wrong = [r for r in result if r["delta"] * r["reward"] <= 0]
     assert not wrong, f"rows whose answer moved against their advantage: {wrong}"
