@@ -1,0 +1,197 @@
+"""Learning, measured: GRPO from the tiny model's warm start against a control run identical in every
+respect but `lr = 0` (same initial weights, seeds, sampling, steps, sandboxes, held-out seeds), through
+the real stack: `train_areal.py` on configs/local_cpu.yaml (vLLM CPU server, podman sandboxes, AReaL's
+PPOTrainer), the held-out evaluation of the `evaluation` config section every `--eval-every` steps, and
+`python -m cua_agent.evaluate` on the warm start itself for step 0 (both arms start from it).
+
+Prints a table (step, held-out success with its Wilson 95% interval, per arm, and the difference) and
+writes DIR/learning.json and DIR/learning.png (both curves with their intervals).
+
+    python bench/learn.py [--out outputs/learn] [--steps 40] [--eval-every 20] [--eval-episodes 200]
+                          [--lr 3e-4] [--group-size 8] [--task-ids miniwob/click-test]
+
+`make learn` runs it with the defaults. It needs the warm start that setup builds (make setup).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from cua_agent.inference.local_server import WARM_MODEL  # noqa: E402
+
+ARMS = ("grpo", "control")
+COLOURS = {"grpo": (200, 60, 40), "control": (60, 90, 200)}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=REPO / "outputs" / "learn")
+    ap.add_argument("--model", type=Path, default=WARM_MODEL)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--eval-every", type=int, default=20)
+    ap.add_argument("--eval-episodes", type=int, default=200, help="held-out seeds, one episode each")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--groups-per-step", type=int, default=1)
+    ap.add_argument("--task-ids", default="miniwob/click-test")
+    ap.add_argument("--max-turns", type=int, default=3)
+    ap.add_argument("--temperature", type=float, default=1.0, help="for rollouts and evaluation alike")
+    return ap.parse_args(argv)
+
+
+def run(cmd: list[str], log: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    start = time.monotonic()
+    with open(log, "wb") as out:
+        rc = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    if rc != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed (exit {rc}); log {log}:\n{tail}")
+    print(f"  done in {time.monotonic() - start:.0f} s (log {log})", flush=True)
+
+
+def evaluate_start(args: argparse.Namespace) -> dict:
+    """Step 0: the warm start, with the settings the runs' held-out evaluation uses."""
+    out = args.out / "step0"
+    print(f"step 0: evaluating the warm start on {args.eval_episodes} held-out seeds", flush=True)
+    run(
+        [sys.executable, "-m", "cua_agent.evaluate", "--checkpoint", str(args.model), "--task-ids", args.task_ids,
+         "--seeds-per-task", str(args.eval_episodes), "--max-turns", str(args.max_turns),
+         "--max-new-tokens", "64", "--max-prompt-tokens", "6000", "--temperature", str(args.temperature), "--out", str(out)],
+        args.out / "step0.log",
+    )  # fmt: skip
+    return json.loads((out / "report.json").read_text())["overall"]
+
+
+def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
+    """One arm through train_areal.py; its held-out reports by step."""
+    root = args.out / arm
+    lr = args.lr if arm == "grpo" else 0.0
+    print(
+        f"{arm}: {args.steps} GRPO steps at lr {lr:g}, held-out evaluation every {args.eval_every}",
+        flush=True,
+    )
+    run(
+        [sys.executable, "train_areal.py", "--config", "configs/local_cpu.yaml",
+         f"actor.path={args.model}", f"cluster.fileroot={root}", f"trial_name={arm}",
+         f"total_train_steps={args.steps}", "total_train_epochs=1000",
+         f"tasks.task_ids=[{args.task_ids}]", f"train_dataset.batch_size={args.groups_per_step}",
+         f"agent.group_size={args.group_size}", f"agent.min_group_size={args.group_size // 2}",
+         "agent.filter_equal_reward_groups=true", f"agent.max_turns={args.max_turns}",
+         f"agent.temperature={args.temperature}", f"actor.optimizer.lr={lr}",
+         "rollout.max_concurrent_rollouts=1", "rollout.max_head_offpolicyness=1",
+         "evaluation.enabled=true", f"evaluation.seeds_per_task={args.eval_episodes}",
+         f"evaluation.temperature={args.temperature}", f"evaluator.freq_steps={args.eval_every}",
+         "saver.freq_steps=null", f"recover.freq_steps={args.steps}"],
+        args.out / f"{arm}.log",
+    )  # fmt: skip
+    reports = {}
+    for path in (root / "eval").glob("step*/report.json"):
+        reports[int(path.parent.name.removeprefix("step"))] = json.loads(path.read_text())["overall"]
+    if not reports:
+        raise SystemExit(f"{arm}: no held-out report under {root / 'eval'} (see {args.out / f'{arm}.log'})")
+    return reports
+
+
+def table(curves: dict[str, dict[int, dict]]) -> str:
+    lines = ["| step | GRPO success (95% CI) | control success (95% CI) | difference |", "|---|---|---|---|"]
+    for step in sorted(set(curves["grpo"]) & set(curves["control"])):
+        g, c = curves["grpo"][step], curves["control"][step]
+        cell = [
+            f"{s['success_rate']:.1%} ({s['ci95'][0]:.1%}–{s['ci95'][1]:.1%}, n={s['episodes']})"
+            for s in (g, c)
+        ]
+        lines.append(
+            f"| {step} | {cell[0]} | {cell[1]} | {100 * (g['success_rate'] - c['success_rate']):+.1f} pts |"
+        )
+    return "\n".join(lines)
+
+
+def plot(curves: dict[str, dict[int, dict]], path: Path, title: str) -> None:
+    """Both arms' held-out success against the step, with their 95% intervals (PIL: the trainer
+    environment has no plotting library)."""
+    w, h, left, right, top, bottom = 720, 440, 70, 20, 40, 60
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+    last = max(max(c) for c in curves.values()) or 1
+
+    def xy(step: float, rate: float) -> tuple[float, float]:
+        return left + (w - left - right) * step / last, top + (h - top - bottom) * (1 - rate)
+
+    for tick in range(0, 101, 20):
+        x0, y = xy(0, tick / 100)
+        d.line([(x0, y), (w - right, y)], fill=(225, 225, 225))
+        d.text((left - 40, y - 6), f"{tick}%", fill="black")
+    for step in sorted({s for c in curves.values() for s in c}):
+        x, y = xy(step, 0)
+        d.text((x - 6, y + 6), str(step), fill="black")
+    d.rectangle([xy(0, 1), xy(last, 0)], outline="black")
+    d.text((left, 12), title, fill="black")
+    d.text((w // 2 - 40, h - 24), "GRPO step", fill="black")
+    for i, (arm, curve) in enumerate(curves.items()):
+        colour, steps = COLOURS[arm], sorted(curve)
+        points = [xy(s, curve[s]["success_rate"]) for s in steps]
+        d.line(points, fill=colour, width=3)
+        for s in steps:
+            (x, lo), (_, hi) = xy(s, curve[s]["ci95"][0]), xy(s, curve[s]["ci95"][1])
+            x += 4 * (i - 0.5)  # the two arms' bars side by side
+            d.line([(x, lo), (x, hi)], fill=colour, width=2)
+            d.line([(x - 5, lo), (x + 5, lo)], fill=colour, width=2)
+            d.line([(x - 5, hi), (x + 5, hi)], fill=colour, width=2)
+        d.text(
+            (w - right - 180, top + 10 + 16 * i),
+            f"{arm} (lr {'0' if arm == 'control' else 'on'})",
+            fill=colour,
+        )
+    img.save(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if not (args.model / "config.json").is_file():
+        raise SystemExit(
+            f"{args.model}: no warm start here; build it with `make setup` (or scripts/setup.sh warmstart)"
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    first = evaluate_start(args)
+    curves = {arm: {0: first, **train(arm, args)} for arm in ARMS}
+    wall_s = time.monotonic() - start
+    title = (
+        f"{args.task_ids}: held-out success, {args.eval_episodes} seeds, T={args.temperature:g}; "
+        f"{args.steps} steps x {args.groups_per_step * args.group_size} episodes"
+    )
+    plot(curves, args.out / "learning.png", title)
+    final = max(curves["grpo"])
+    g, c = curves["grpo"][final], curves["control"][final]
+    result = {
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "curves": {arm: {str(s): v for s, v in sorted(c.items())} for arm, c in curves.items()},
+        "final_step": final,
+        "difference_pts": round(100 * (g["success_rate"] - c["success_rate"]), 1),
+        "intervals_overlap": g["ci95"][0] <= c["ci95"][1] and c["ci95"][0] <= g["ci95"][1],
+        "wall_s": round(wall_s),
+    }
+    (args.out / "learning.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(table(curves))
+    print(
+        f"final step {final}: GRPO {g['success_rate']:.1%} vs control {c['success_rate']:.1%} "
+        f"({result['difference_pts']:+.1f} pts; 95% intervals {'overlap' if result['intervals_overlap'] else 'apart'}); "
+        f"wall {wall_s / 60:.1f} min; plot {args.out / 'learning.png'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
