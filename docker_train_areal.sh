@@ -86,8 +86,9 @@ if [ "$cpu" -eq 1 ]; then
   config="${config:-configs/local_cpu.yaml}"
   SOCKET="${DOCKER_SOCKET:-${CUA_PODMAN_SOCKET:-/run/cua/podman.sock}}"
   MIN_FREE_GB="${CUA_MIN_FREE_GB:-5}"
-  # The CPU variant always trains the tiny model with one process, whatever .env says for the GPU stack.
-  export CUA_MODEL="$CUA_HOME/models/tiny-qwen2.5-vl" TRAINER_NPROC=1
+  # The CPU variant always trains the tiny model's warm start (configs/local_cpu.yaml's model) with one
+  # process, whatever .env says for the GPU stack.
+  export CUA_MODEL="$CUA_HOME/models/tiny-qwen2.5-vl-warm" TRAINER_NPROC=1
   export CUA_CPU_IMAGE=localhost/cua-cpu-runtime:latest CUA_HOST_HOME="$CUA_HOME" CUA_TRAINER_ENV="$(env_dir trainer)"
 else
   CLI=docker
@@ -238,7 +239,7 @@ preflight_host() {
 
 preflight_cpu_variant() {
   [ -x "$CUA_TRAINER_ENV/bin/python" ] && [ -x "$(vllm_python)" ] && [ -f "$CUA_MODEL/config.json" ] \
-    || problem "the CPU variant runs the host environments and tiny model of make setup: run scripts/setup.sh"
+    || problem "the CPU variant runs the host environments and the tiny model's warm start of make setup: run scripts/setup.sh"
 }
 
 [ "$cpu" -eq 1 ] || preflight_gpus

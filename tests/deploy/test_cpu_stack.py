@@ -1,6 +1,6 @@
 """The stack's CPU variant under podman, driven by the product's own script: `docker_train_areal.sh --cpu`
 runs docker-compose.areal.yml with deploy/compose.cpu.yml through podman-compose — the vllm service (vLLM's
-CPU build on the tiny model) becomes healthy, the trainer container trains one GRPO step on real sandboxes
+CPU build on the tiny model's warm start) becomes healthy, the trainer container trains one GRPO step on real sandboxes
 it starts through the mounted podman socket, the weight update crosses the shared outputs volume into the
 vllm container, and on exit the script leaves no container and no sandbox behind; on Ctrl-C too."""
 
