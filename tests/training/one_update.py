@@ -13,38 +13,24 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import socket
 import sys
 from pathlib import Path
 
 import torch
+from areal.api import FinetuneSpec
+from areal.api.alloc_mode import ModelAllocation
+from areal.api.cli_args import load_expr_config
+from areal.engine.fsdp_engine import FSDPPPOActor
 
-REPO = Path(__file__).resolve().parents[2]
+from cua_agent.config import CUAGRPOConfig
+from cua_agent.inference.local_server import REPO
+from cua_agent.inference.processing import load_processor
+from cua_agent.train import patches as trainer_patches
+from cua_agent.train.job import single_process_dist_env
 
 
 def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        "RANK": "0",
-        "LOCAL_RANK": "0",
-        "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-    }
-    os.environ.update(env)
-
-    from areal.api import FinetuneSpec
-    from areal.api.alloc_mode import ModelAllocation
-    from areal.api.cli_args import load_expr_config
-    from areal.engine.fsdp_engine import FSDPPPOActor
-
-    from cua_agent.config import CUAGRPOConfig
-    from cua_agent.inference.processing import load_processor
-    from cua_agent.train import patches as trainer_patches
-
+    single_process_dist_env()
     config, _ = load_expr_config(
         ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}", *overrides],
         CUAGRPOConfig,
@@ -68,9 +54,7 @@ def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None
     rows = []
     for i in range(mask.shape[0]):
         d = (after[i] - before[i]).float()[mask[i]]
-        rows.append(
-            {"reward": float(pristine["rewards"][i]), "delta": float(d.mean()), "tokens": int(mask[i].sum())}
-        )
+        rows.append({"reward": float(pristine["rewards"][i]), "delta": float(d.mean())})
     Path(out_path).write_text(json.dumps({"rows": rows}))
     actor.destroy()
 
