@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from omegaconf import OmegaConf
 from PIL import Image, ImageDraw
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from cua_agent.inference.local_server import WARM_MODEL  # noqa: E402
 
+CONFIG = REPO / "configs" / "local_cpu.yaml"
 ARMS = ("grpo", "control")
 COLOURS = {"grpo": (200, 60, 40), "control": (60, 90, 200)}
 
@@ -62,13 +64,18 @@ def run(cmd: list[str], log: Path) -> None:
 
 
 def evaluate_start(args: argparse.Namespace) -> dict:
-    """Step 0: the warm start, with the settings the runs' held-out evaluation uses."""
+    """Step 0: the warm start, with the settings the runs' held-out evaluation uses (the config's agent
+    section and the arguments the runs get)."""
+    agent = OmegaConf.load(CONFIG).agent
     out = args.out / "step0"
     print(f"step 0: evaluating the warm start on {args.eval_episodes} held-out seeds", flush=True)
     run(
         [sys.executable, "-m", "cua_agent.evaluate", "--checkpoint", str(args.model), "--task-ids", args.task_ids,
          "--seeds-per-task", str(args.eval_episodes), "--max-turns", str(args.max_turns),
-         "--max-new-tokens", "64", "--max-prompt-tokens", "6000", "--temperature", str(args.temperature), "--out", str(out)],
+         "--history-screenshots", str(agent.history_screenshots), "--max-new-tokens", str(agent.max_new_tokens),
+         "--max-prompt-tokens", str(agent.max_prompt_tokens), "--on-parse-failure", agent.on_parse_failure,
+         "--coordinate-convention", agent.coordinate_convention, "--temperature", str(args.temperature),
+         "--out", str(out)],
         args.out / "step0.log",
     )  # fmt: skip
     return json.loads((out / "report.json").read_text())["overall"]
@@ -83,14 +90,14 @@ def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
         flush=True,
     )
     run(
-        [sys.executable, "train_areal.py", "--config", "configs/local_cpu.yaml",
+        [sys.executable, "train_areal.py", "--config", str(CONFIG),
          f"actor.path={args.model}", f"cluster.fileroot={root}", f"trial_name={arm}",
          f"total_train_steps={args.steps}", "total_train_epochs=1000",
          f"tasks.task_ids=[{args.task_ids}]", f"train_dataset.batch_size={args.groups_per_step}",
          f"agent.group_size={args.group_size}", f"agent.min_group_size={args.group_size // 2}",
          "agent.filter_equal_reward_groups=true", f"agent.max_turns={args.max_turns}",
          f"agent.temperature={args.temperature}", f"actor.optimizer.lr={lr}",
-         "rollout.max_concurrent_rollouts=1", "rollout.max_head_offpolicyness=1",
+         "rollout.max_concurrent_rollouts=1",
          "evaluation.enabled=true", f"evaluation.seeds_per_task={args.eval_episodes}",
          f"evaluation.temperature={args.temperature}", f"evaluator.freq_steps={args.eval_every}",
          "saver.freq_steps=null", f"recover.freq_steps={args.steps}"],
