@@ -29,7 +29,8 @@ ONE_STEP = [
     "agent.group_size=2",
     "agent.min_group_size=2",
     "agent.max_turns=2",
-    "agent.max_new_tokens=24",
+    "agent.max_new_tokens=24",  # shorter than a click tool call: every answer is malformed, every
+    "agent.filter_equal_reward_groups=false",  # group's rewards equal, and the filter would wait forever
     "sandbox.max_concurrency=2",
 ]
 
