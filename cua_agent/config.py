@@ -73,6 +73,9 @@ class AgentConfig:
     # A group whose episodes all got the same reward has advantage 0 everywhere: skip it (counted as
     # cua/groups_filtered) and draw another row, so every step trains on groups that carry a signal.
     filter_equal_reward_groups: bool = True
+    # After this many filtered in a row the next equal-reward group is trained on (with a warning), so a
+    # policy that fails or solves every episode alike cannot stall a step.
+    max_filtered_in_a_row: int = 16
     max_turns: int = 6
     history_screenshots: int = 2  # last K screenshots in the prompt
     coordinate_convention: str = "absolute"
@@ -101,6 +104,11 @@ class AgentConfig:
             self.max_rejected_in_a_row >= 1,
             "agent.max_rejected_in_a_row",
             f"must be >= 1, got {self.max_rejected_in_a_row}",
+        )
+        _check(
+            self.max_filtered_in_a_row >= 0,
+            "agent.max_filtered_in_a_row",
+            f"must be >= 0, got {self.max_filtered_in_a_row}",
         )
         _check(
             1 <= self.min_group_size <= self.group_size,

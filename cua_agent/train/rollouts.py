@@ -7,14 +7,16 @@ when the group is rejected). What a *run* needs on top lives here:
   to the trainer's main thread;
 - `TrackedWorkflow` wraps the workflow: it stamps each row's draw number on its training rows; filters
   groups whose rewards are all equal (no signal: every advantage is 0; AReaL draws another row, so the
-  step's batch stays full); reports the row of a filtered or rejected group as done (never replayed); and
-  aborts the run after `agent.max_rejected_in_a_row` groups in a row were rejected (every episode lost to
+  step's batch stays full), but trains on the next one after `agent.max_filtered_in_a_row` in a row, so a
+  policy that fails (or solves) every episode alike cannot stall a step; reports the row of a filtered or
+  rejected group as done (never replayed); and aborts the run after `agent.max_rejected_in_a_row` groups in a row were rejected (every episode lost to
   infrastructure: a dead server or sandbox engine).
 """
 
 from __future__ import annotations
 
 import _thread
+import logging
 import signal
 from typing import Any
 
@@ -24,6 +26,8 @@ from areal.api.workflow_api import RolloutWorkflow
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
 from cua_agent.train.stopping import RunAborted, StopTraining
+
+logger = logging.getLogger("TrackedWorkflow")  # a flat name, as the trainer's other loggers
 
 
 class TrainingEngine(StockVLLMEngine):
@@ -76,13 +80,16 @@ class TrackedWorkflow(RolloutWorkflow):
         engine: TrainingEngine,
         max_rejected_in_a_row: int,
         filter_equal_rewards: bool,
+        max_filtered_in_a_row: int,
     ):
         self.workflow = workflow
         self.engine = engine
         self.max_rejected_in_a_row = max_rejected_in_a_row
         self.filter_equal_rewards = filter_equal_rewards
+        self.max_filtered_in_a_row = max_filtered_in_a_row
         self.rejected_in_a_row = 0
-        self.stats = {"groups_filtered": 0}
+        self.filtered_in_a_row = 0
+        self.stats = {"groups_filtered": 0, "equal_groups_kept": 0}
 
     async def arun_episode(self, engine: Any, data: dict[str, Any]) -> dict[str, Any] | None:
         batch = await self.workflow.arun_episode(engine, data)
@@ -95,9 +102,19 @@ class TrackedWorkflow(RolloutWorkflow):
         self.rejected_in_a_row = 0
         # The workflow's rows carry the group-normalised advantage: all exactly 0 when the rewards are equal.
         if self.filter_equal_rewards and not bool(batch["rewards"].any()):
-            self.stats["groups_filtered"] += 1
-            self.engine.row_dropped(data)
-            return None
+            if self.filtered_in_a_row < self.max_filtered_in_a_row:
+                self.filtered_in_a_row += 1
+                self.stats["groups_filtered"] += 1
+                self.engine.row_dropped(data)
+                return None
+            self.stats["equal_groups_kept"] += 1
+            logger.warning(
+                "%d groups in a row had equal rewards (agent.max_filtered_in_a_row): training on this one "
+                "(advantage 0) so the step completes. A policy that fails or solves every episode alike does "
+                "this: start from a policy that succeeds sometimes (docs/warm-start.md) or pick other tasks.",
+                self.filtered_in_a_row,
+            )
+        self.filtered_in_a_row = 0
         if DRAW_KEY in data:
             batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
         return batch

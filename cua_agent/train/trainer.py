@@ -285,7 +285,11 @@ class CUATrainer(PPOTrainer):
         """PPOTrainer.train with the workflow wrapped for the run's bookkeeping (train/rollouts.py)."""
         agent = self.config.agent
         self.tracked = TrackedWorkflow(
-            workflow, self.rollout, agent.max_rejected_in_a_row, agent.filter_equal_reward_groups
+            workflow,
+            self.rollout,
+            agent.max_rejected_in_a_row,
+            agent.filter_equal_reward_groups,
+            agent.max_filtered_in_a_row,
         )
         super().train(self.tracked, *args, **kwargs)
 

@@ -30,7 +30,7 @@ ONE_STEP = [
     "agent.min_group_size=2",
     "agent.max_turns=2",
     "agent.max_new_tokens=24",  # shorter than a click tool call: every answer is malformed, every
-    "agent.filter_equal_reward_groups=false",  # group's rewards equal, and the filter would wait forever
+    "agent.filter_equal_reward_groups=false",  # group's rewards equal: the filter would skip 16 groups first
     "sandbox.max_concurrency=2",
 ]
 

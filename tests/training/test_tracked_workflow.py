@@ -7,11 +7,13 @@ contract is a dict of [B, L] tensors or None."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from types import SimpleNamespace
 
 import torch
 from areal.api.workflow_api import RolloutWorkflow
 
+from cua_agent.train import rollouts
 from cua_agent.train.data_feed import DRAW_KEY
 from cua_agent.train.rollouts import TrackedWorkflow
 
@@ -56,28 +58,70 @@ def run(tracked: TrackedWorkflow, n: int) -> list[dict | None]:
 def test_equal_reward_groups_are_filtered_counted_and_their_rows_done():
     engine = Run()
     inner = Prepared([group(0.7, -0.7, 0.0), group(0.0, 0.0, 0.0, 0.0), group(0.0, 0.0), None])
-    tracked = TrackedWorkflow(inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True)
+    tracked = TrackedWorkflow(
+        inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True, max_filtered_in_a_row=8
+    )
     out = run(tracked, 4)
     assert out[0] is not None and out[0][DRAW_KEY].tolist() == [0, 0, 0]
     assert out[1:] == [None, None, None]
-    assert tracked.stats == {"groups_filtered": 2}
+    assert tracked.stats == {"groups_filtered": 2, "equal_groups_kept": 0}
     assert engine.done == [1, 2, 3]  # filtered and rejected rows are never replayed
     assert engine.aborted == []  # filtered groups are no infrastructure failures: one rejection in a row
 
 
 def test_without_the_filter_equal_groups_are_trained_on():
     tracked = TrackedWorkflow(
-        Prepared([group(0.0, 0.0)]), Run(), max_rejected_in_a_row=2, filter_equal_rewards=False
+        Prepared([group(0.0, 0.0)]),
+        Run(),
+        max_rejected_in_a_row=2,
+        filter_equal_rewards=False,
+        max_filtered_in_a_row=8,
     )
     (out,) = run(tracked, 1)
-    assert out is not None and tracked.stats == {"groups_filtered": 0}
+    assert out is not None and tracked.stats == {"groups_filtered": 0, "equal_groups_kept": 0}
 
 
 def test_rejections_in_a_row_abort_with_the_failure_counts():
     engine = Run()
     inner = Prepared([None, group(0.0, 0.0), None, None])
-    tracked = TrackedWorkflow(inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True)
+    tracked = TrackedWorkflow(
+        inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True, max_filtered_in_a_row=8
+    )
     run(tracked, 4)
     assert len(engine.aborted) == 1
     assert engine.aborted[0].startswith("2 groups in a row rejected (agent.max_rejected_in_a_row)")
     assert "infra_failures/SandboxDied=2" in engine.aborted[0]
+
+
+class Warnings(logging.Handler):
+    """Records on the module's own logger: AReaL's logging setup cuts them off from caplog's root."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_run_of_equal_reward_groups_cannot_stall_the_step():
+    """A policy that fails (or solves) every episode alike gives only equal-reward groups: filtering them
+    all would leave the step drawing rows forever, silently (seen: a CI job hung on a random model). After
+    `max_filtered_in_a_row` filtered groups the next one is trained on (advantage 0: the step completes),
+    with a warning that says why, and the count starts again."""
+    engine = Run()
+    inner = Prepared([group(0.0, 0.0)] * 3 + [group(0.5, -0.5)] + [group(0.0, 0.0)] * 3)
+    tracked = TrackedWorkflow(
+        inner, engine, max_rejected_in_a_row=2, filter_equal_rewards=True, max_filtered_in_a_row=2
+    )
+    warnings = Warnings()
+    rollouts.logger.addHandler(warnings)
+    try:
+        out = run(tracked, 7)
+    finally:
+        rollouts.logger.removeHandler(warnings)
+    assert [o is not None for o in out] == [False, False, True, True, False, False, True]
+    assert tracked.stats == {"groups_filtered": 4, "equal_groups_kept": 2}
+    assert engine.done == [0, 1, 4, 5]
+    assert len(warnings.lines) == 2
+    assert warnings.lines[0].startswith("2 groups in a row had equal rewards (agent.max_filtered_in_a_row)")
