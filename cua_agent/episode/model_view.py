@@ -3,6 +3,7 @@ between the model's coordinates and screen pixels."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from PIL import Image
@@ -43,4 +44,5 @@ class ModelView:
 
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return len(ids["input_ids"] if isinstance(ids, dict) else ids)
+        # transformers 5 returns a BatchEncoding: a Mapping, not a dict (len() of it counts its keys)
+        return len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
