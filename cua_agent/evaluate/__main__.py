@@ -27,6 +27,7 @@ from cua_agent.evaluate.runner import EvalConfig, evaluate
 AGENT = AgentConfig()
 SANDBOX = SandboxConfig()
 SERVER_START_TIMEOUT_S = 600.0
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")  # transformers >= 5, older
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -40,8 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--processor",
         help="the model's processor (folder or hub id): its image resize maps "
-        "'absolute' coordinates and counts prompt tokens; default: the checkpoint; none: the "
-        "model sees the screen as it is",
+        "'absolute' coordinates and counts prompt tokens; default: the checkpoint, or --model when "
+        "it names a local model folder (as the project's server serves one); none: the model sees "
+        "the screen as it is",
     )
     ap.add_argument("--coordinate-convention", choices=CONVENTIONS, default=AGENT.coordinate_convention)
     ap.add_argument("--tasks", default="tasks/miniwob.jsonl", help="task file (JSONL)")
@@ -65,9 +67,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.base_url and not args.model:
         ap.error("--base-url needs --model (the name the endpoint serves)")
-    if args.max_prompt_tokens is not None and not (args.processor or args.checkpoint):
+    if args.max_prompt_tokens is not None and processor_source(args) is None:
         ap.error("--max-prompt-tokens needs --processor (token counts come from the model's processor)")
     return args
+
+
+def processor_source(args: argparse.Namespace) -> str | None:
+    """The processor whose resize decides what the model sees: --processor ("none": no processor), else
+    the checkpoint, else --model when it is a local model folder. Without one, 'absolute' coordinates are
+    screen pixels and the system prompt names the screen's size, right only for a model that sees the
+    screen unresized."""
+    if args.processor:
+        return None if args.processor == "none" else args.processor
+    if args.checkpoint:
+        return args.checkpoint
+    if args.model and any((Path(args.model) / f).is_file() for f in PROCESSOR_FILES):
+        return args.model
+    return None
 
 
 def sandbox_config(args: argparse.Namespace) -> SandboxConfig:
@@ -104,18 +120,30 @@ class Progress:
         self.bar.close()
 
 
-async def evaluate_cli(args: argparse.Namespace, base_url: str, model: str, out: Path) -> Report:
+def task_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from cua_agent.rollout.task_rows import load_task_rows
+
+    task_ids = [t for t in args.task_ids.split(",") if t]
+    return load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
+
+
+async def evaluate_cli(
+    args: argparse.Namespace, rows: list[dict[str, Any]], base_url: str, model: str, out: Path
+) -> Report:
     from cua_agent.episode.chat import OpenAIChatClient
     from cua_agent.episode.model_view import ModelView
     from cua_agent.inference.processing import load_processor
     from cua_agent.inference.vllm_server import SamplingParams
-    from cua_agent.rollout.task_rows import load_task_rows
     from cua_agent.settings import Settings
 
-    task_ids = [t for t in args.task_ids.split(",") if t]
-    rows = load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
-    processor = args.processor or args.checkpoint
+    processor = processor_source(args)
     view = ModelView(load_processor(processor), args.coordinate_convention) if processor else None
+    if view is None and args.coordinate_convention == "absolute":
+        print(
+            "no processor: 'absolute' coordinates are taken as screen pixels (pass --processor for a "
+            "model that sees resized screenshots)",
+            file=sys.stderr,
+        )
     key = Settings().openai_api_key
     client = OpenAIChatClient(
         base_url,
@@ -131,7 +159,8 @@ async def evaluate_cli(args: argparse.Namespace, base_url: str, model: str, out:
         "checkpoint": args.checkpoint,
         "tasks": args.tasks,
         "split": args.split,
-        "task_ids": task_ids,
+        "task_ids": sorted({r["task_id"] for r in rows}),
+        "processor": processor,
         "seeds_per_task": args.seeds_per_task,
         "temperature": args.temperature,
         "max_turns": args.max_turns,
@@ -160,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out = Path(args.out or f"outputs/eval/{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    rows = task_rows(args)  # a bad task file fails here, before a server starts
     server = None
     base_url, model = args.base_url, args.model
     if args.checkpoint:
@@ -176,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         base_url, model = f"http://{server.address}/v1", str(path)
     try:
-        report = asyncio.run(evaluate_cli(args, base_url, model, out))
+        report = asyncio.run(evaluate_cli(args, rows, base_url, model, out))
     finally:
         if server is not None:
             server.stop()
