@@ -50,6 +50,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--split", default="test")
     ap.add_argument("--task-ids", default="", help="comma-separated; empty: every task of the split")
     ap.add_argument("--seeds-per-task", type=int, default=8)
+    ap.add_argument(
+        "--episodes-per-seed",
+        type=int,
+        default=1,
+        help="plays of each seed (a sampled policy's rate per seed)",
+    )
     ap.add_argument("--max-turns", type=int, default=AGENT.max_turns)
     ap.add_argument("--history-screenshots", type=int, default=AGENT.history_screenshots)
     ap.add_argument("--max-new-tokens", type=int, default=AGENT.max_new_tokens)
@@ -65,6 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="output folder; default outputs/eval/<time>")
     ap.add_argument("--save-screenshots", action="store_true")
     args = ap.parse_args(argv)
+    if args.episodes_per_seed < 1:
+        ap.error(f"--episodes-per-seed must be >= 1, got {args.episodes_per_seed}")
     if args.base_url and not args.model:
         ap.error("--base-url needs --model (the name the endpoint serves)")
     if args.max_prompt_tokens is not None and processor_source(args) is None:
@@ -124,7 +132,8 @@ def task_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     from cua_agent.rollout.task_rows import load_task_rows
 
     task_ids = [t for t in args.task_ids.split(",") if t]
-    return load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
+    rows = load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
+    return [row for row in rows for _ in range(args.episodes_per_seed)]
 
 
 async def evaluate_cli(
@@ -162,6 +171,7 @@ async def evaluate_cli(
         "task_ids": sorted({r["task_id"] for r in rows}),
         "processor": processor,
         "seeds_per_task": args.seeds_per_task,
+        "episodes_per_seed": args.episodes_per_seed,
         "temperature": args.temperature,
         "max_turns": args.max_turns,
         "coordinate_convention": args.coordinate_convention,

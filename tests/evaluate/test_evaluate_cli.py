@@ -43,3 +43,15 @@ def test_a_bad_task_file_fails_before_a_server_starts(tmp_path, monkeypatch):
     monkeypatch.setattr("cua_agent.inference.local_server.start_vllm", no_server)
     with pytest.raises(TaskSpecError, match="already on line 1"):
         cli.main(["--checkpoint", str(MODELS["untied"]), "--tasks", str(tasks), "--out", str(tmp_path / "o")])
+
+
+def test_each_seed_is_played_episodes_per_seed_times():
+    args = cli.parse_args(
+        [*SERVER, "--model", "m", "--task-ids", "miniwob/click-test", "--seeds-per-task", "3",
+         "--episodes-per-seed", "4"]
+    )  # fmt: skip
+    rows = cli.task_rows(args)
+    seeds = [r["seed"] for r in rows]
+    assert len(rows) == 12 and len(set(seeds)) == 3 and all(seeds.count(s) == 4 for s in seeds)
+    with pytest.raises(SystemExit):
+        cli.parse_args([*SERVER, "--model", "m", "--episodes-per-seed", "0"])
