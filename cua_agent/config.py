@@ -221,6 +221,7 @@ class EvaluationConfig:
     split: str = "test"  # rows of tasks.valid_path (else tasks.train_path) of this split
     task_ids: list[str] = field(default_factory=list)  # empty = tasks.task_ids
     seeds_per_task: int = 4
+    episodes_per_seed: int = 1  # plays of each seed (a sampled policy's rate on a narrow seed set)
     temperature: float = 0.0  # greedy: the policy's best guess
     concurrency: int = 4  # episodes (sandboxes) at once, beside the training rollouts
     retries: int = 2  # plays again of an episode lost to infrastructure
@@ -228,6 +229,11 @@ class EvaluationConfig:
     def __post_init__(self) -> None:
         _check(
             self.seeds_per_task >= 1, "evaluation.seeds_per_task", f"must be >= 1, got {self.seeds_per_task}"
+        )
+        _check(
+            self.episodes_per_seed >= 1,
+            "evaluation.episodes_per_seed",
+            f"must be >= 1, got {self.episodes_per_seed}",
         )
         _check(self.concurrency >= 1, "evaluation.concurrency", f"must be >= 1, got {self.concurrency}")
         _check(self.retries >= 0, "evaluation.retries", f"must be >= 0, got {self.retries}")

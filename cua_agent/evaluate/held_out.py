@@ -26,12 +26,13 @@ class HeldOutEval:
 
     def __init__(self, config: CUAGRPOConfig):
         ev, agent, tasks = config.evaluation, config.agent, config.tasks
-        self.rows = load_task_rows(
+        rows = load_task_rows(
             tasks.valid_path or tasks.train_path,
             ev.split,
             list(ev.task_ids or tasks.task_ids),
             seeds_per_task=ev.seeds_per_task,
         )
+        self.rows = [row for row in rows for _ in range(ev.episodes_per_seed)]
         self.view = ModelView(
             load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention
         )

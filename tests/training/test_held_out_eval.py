@@ -21,3 +21,15 @@ def test_a_failing_evaluation_does_not_stop_training(tmp_path):
     )
     CUATrainer._evaluate_held_out(fake, 4)  # type: ignore[arg-type]
     assert fake._eval_stats == {"eval/failed": 1.0}
+
+
+def test_each_held_out_seed_is_played_episodes_per_seed_times(tmp_path):
+    config = load(
+        tmp_path,
+        "evaluation.enabled=true",
+        "tasks.task_ids=[miniwob/click-test]",
+        "evaluation.seeds_per_task=2",
+        "evaluation.episodes_per_seed=3",
+    )
+    seeds = [row["seed"] for row in HeldOutEval(config).rows]
+    assert len(seeds) == 6 and all(seeds.count(s) == 3 for s in set(seeds))
