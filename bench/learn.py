@@ -29,6 +29,7 @@ from PIL import Image, ImageDraw
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from cua_agent.evaluate.report import fisher_greater  # noqa: E402
 from cua_agent.inference.local_server import WARM_MODEL  # noqa: E402
 
 CONFIG = REPO / "configs" / "local_cpu.yaml"
@@ -112,16 +113,19 @@ def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
 
 
 def table(curves: dict[str, dict[int, dict]]) -> str:
-    lines = ["| step | GRPO success (95% CI) | control success (95% CI) | difference |", "|---|---|---|---|"]
+    lines = [
+        "| step | GRPO success (95% CI) | control success (95% CI) | difference | p (Fisher, one-sided) |",
+        "|---|---|---|---|---|",
+    ]
     for step in sorted(set(curves["grpo"]) & set(curves["control"])):
         g, c = curves["grpo"][step], curves["control"][step]
         cell = [
             f"{s['success_rate']:.1%} ({s['ci95'][0]:.1%}–{s['ci95'][1]:.1%}, n={s['episodes']})"
             for s in (g, c)
         ]
-        lines.append(
-            f"| {step} | {cell[0]} | {cell[1]} | {100 * (g['success_rate'] - c['success_rate']):+.1f} pts |"
-        )
+        p = fisher_greater(g["successes"], g["episodes"], c["successes"], c["episodes"])
+        diff = 100 * (g["success_rate"] - c["success_rate"])
+        lines.append(f"| {step} | {cell[0]} | {cell[1]} | {diff:+.1f} pts | {p:.3g} |")
     return "\n".join(lines)
 
 

@@ -31,6 +31,16 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def fisher_greater(wins_a: int, n_a: int, wins_b: int, n_b: int) -> float:
+    """One-sided Fisher exact test: the probability, were both arms equally good, that arm A would win at
+    least `wins_a` of the `wins_a + wins_b` wins (hypergeometric tail). Small: A is better than B."""
+    wins, n = wins_a + wins_b, n_a + n_b
+    total = math.comb(n, wins)
+    return (
+        sum(math.comb(n_a, k) * math.comb(n_b, wins - k) for k in range(wins_a, min(n_a, wins) + 1)) / total
+    )
+
+
 @dataclass
 class Score:
     episodes: int  # played to the end (a task reward)

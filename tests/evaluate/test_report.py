@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
 from cua_agent.episode.loop import Episode
-from cua_agent.evaluate.report import Report, Score, wilson
+from cua_agent.evaluate.report import Report, Score, fisher_greater, wilson
 
 
 @pytest.mark.parametrize(
@@ -21,6 +22,21 @@ def test_wilson_interval_matches_published_values(wins, n, lo, hi):
 
 def test_wilson_without_episodes_says_nothing():
     assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_fisher_exact_one_sided_matches_the_published_tea_tasting():
+    # Fisher (1935): 3 of 4 cups right, 4 of each kind: P = 17/70
+    assert fisher_greater(3, 4, 1, 4) == pytest.approx(17 / 70)
+    assert fisher_greater(0, 5, 5, 5) == 1.0
+
+
+@pytest.mark.parametrize(("wins_a", "wins_b"), [(5, 1), (4, 2), (3, 3), (6, 0), (1, 4)])
+def test_fisher_exact_one_sided_matches_counting_every_relabelling(wins_a, wins_b):
+    """Under the null every split of the pooled outcomes into arms of 6 and 5 is equally likely."""
+    outcomes = [1] * (wins_a + wins_b) + [0] * (11 - wins_a - wins_b)
+    splits = list(itertools.combinations(range(11), 6))
+    extreme = sum(sum(outcomes[i] for i in arm) >= wins_a for arm in splits)
+    assert fisher_greater(wins_a, 6, wins_b, 5) == pytest.approx(extreme / len(splits))
 
 
 def ep(task: str, reward: float | None, turns: int = 2, malformed: int = 0, status: str = "done") -> Episode:
