@@ -9,8 +9,8 @@ when the group is rejected). What a *run* needs on top lives here:
   groups whose rewards are all equal (no signal: every advantage is 0; AReaL draws another row, so the
   step's batch stays full), but trains on the next one after `agent.max_filtered_in_a_row` in a row, so a
   policy that fails (or solves) every episode alike cannot stall a step; reports the row of a filtered or
-  rejected group as done (never replayed); and aborts the run after `agent.max_rejected_in_a_row` groups in a row were rejected (every episode lost to
-  infrastructure: a dead server or sandbox engine).
+  rejected group as done (never replayed); and aborts the run after `agent.max_rejected_in_a_row` groups
+  in a row were rejected (every episode lost to infrastructure: a dead server or sandbox engine).
 """
 
 from __future__ import annotations
