@@ -130,25 +130,28 @@ def test_disk_update_via_areal_protocol_advances_served_version(engine, tmp_path
     (row,) = engine.rollout_batch([{"seed": 3}], workflow=ScreenshotChat())
     out = row["loss_mask"][0].bool()
     assert set(row["versions"][0][out].tolist()) == {meta.version}
-    # restore the original weights for the rest of the session
-    restore = tmp_path / "restore"
+    # Restore the original weights for the rest of the session through the engine, as a trainer would:
+    # restored behind its back, the engine still took the perturbed copy for its current weights and put it
+    # back on the server the next time a request failed (seen: a later test's parity check failed).
+    restore = tmp_path / "weight_update_restore"
     shutil.copytree(MODELS["untied"], restore)
-    asyncio.run(_update(server, str(restore), meta.version + 1))
-    engine.set_version(meta.version + 1)
+    back = WeightUpdateMeta(type="disk", path=str(restore), version=meta.version + 1)
+    engine.pause_generation()
+    future = engine.update_weights_from_disk(back)
+    key = names.update_weights_from_disk(
+        engine.config.experiment_name, engine.config.trial_name, engine.get_version()
+    )
+    name_resolve.add(key, str(time.time()), keepalive_ttl=120)
+    future.result(timeout=120)
+    engine.continue_generation()
+    engine.set_version(back.version)
+    assert asyncio.run(_version(server)) == back.version
+    assert not asyncio.run(_closing(engine.ensure_current_weights(server.address)))
 
 
 async def _version(server: VLLMServer) -> int | None:
     try:
         return await server.weight_version()
-    finally:
-        await close_loop_session()
-
-
-async def _update(server: VLLMServer, path: str, version: int) -> None:
-    from cua_agent.inference.weight_sync import update_servers_from_disk
-
-    try:
-        await update_servers_from_disk([server], path, version)
     finally:
         await close_loop_session()
 
