@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     # progress shown here; the rest of its output only when it fails.
     cmd = [sys.executable, "-m", "cua_agent.warmstart.sft", str(args.out / "demos.pt"), str(args.base),
            str(args.out), "--epochs", str(args.epochs), "--lr", str(args.lr), "--batch", str(args.batch)]  # fmt: skip
-    losses, lines = [], []
+    losses, lrs, lines = [], [], []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as sft:
         assert sft.stdout is not None
         for line in sft.stdout:
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if line.startswith('{"epoch"'):
                 epoch = json.loads(line)
                 losses.append(epoch["loss"])
+                lrs.append(epoch["lr"])
                 print(f"supervised epoch {epoch['epoch']}/{args.epochs}: loss {epoch['loss']:.3f} "
                       f"({epoch['s']:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
     if sft.returncode != 0:
@@ -155,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         "args": {k: str(v) for k, v in vars(args).items()} | {"out": str(final)},
         **counts,
         "losses": losses,
+        "lrs": lrs,
         "demo_s": round(demo_s, 1),
         "sft_s": round(time.monotonic() - start, 1),
     }
