@@ -50,8 +50,9 @@ class RolloutSandboxes:
     def preflight(self) -> None:
         """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode
         of the run would fail the same way."""
-        backend = self._backend()
+        backend = None
         try:
+            backend = self._backend()  # docker-py connects here already
             backend.list_boxes()
         except Exception as exc:
             raise SandboxError(
