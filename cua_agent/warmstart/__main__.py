@@ -2,7 +2,7 @@
 (demonstrations), then supervised training of the base model on every turn of the solved episodes.
 
     python -m cua_agent.warmstart [--out DIR] [--base MODEL] [--task-ids miniwob/click-test,...]
-        [--seeds-per-task 32] [--epochs 15] [--lr 1e-2] [--batch 8] [--force]
+        [--seeds-per-task 64] [--epochs 15] [--lr 1e-2] [--batch 8] [--force]
 
 Writes DIR (an HF model folder that vLLM serves and GRPO trains; default: the tiny model's warm start,
 which setup builds), DIR/warmstart.json (inputs, demo counts, losses, timings) and keeps the supervised
@@ -35,7 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--tasks", default=str(REPO / "tasks" / "miniwob.jsonl"))
     ap.add_argument("--split", default="train")
     ap.add_argument("--task-ids", default="miniwob/click-test")
-    ap.add_argument("--seeds-per-task", type=int, default=32)
+    ap.add_argument("--seeds-per-task", type=int, default=64)
     ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument(
         "--history-screenshots",
