@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 EPISODES = 32
 MIN_SUCCESS = 0.20  # measured 21/48 (44%) for the 64-seed recipe; P(< 7/32) at 44% is about 0.2%
-MAX_FORMAT_FAILURES = 0.30  # of turns; measured 9%
+MAX_FORMAT_FAILURES = 0.30  # of turns; measured 9%, 12% and 19% in three evaluations
 
 
 def test_the_setup_built_warm_start_solves_held_out_seeds_sometimes_at_temperature_1(tmp_path):
