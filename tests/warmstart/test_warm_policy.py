@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from omegaconf import OmegaConf
 
 from cua_agent.evaluate import __main__ as cli
-from cua_agent.inference.local_server import WARM_MODEL
+from cua_agent.inference.local_server import REPO, WARM_MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +24,12 @@ MAX_FORMAT_FAILURES = 0.30  # of turns; measured 9%, 12% and 19% in three evalua
 
 def test_the_setup_built_warm_start_solves_held_out_seeds_sometimes_at_temperature_1(tmp_path):
     out = tmp_path / "eval"
+    agent = OmegaConf.load(REPO / "configs" / "local_cpu.yaml").agent  # as the embedded default plays it
     rc = cli.main(
         ["--checkpoint", str(WARM_MODEL), "--task-ids", "miniwob/click-test", "--seeds-per-task", str(EPISODES),
-         "--max-turns", "3", "--max-new-tokens", "64", "--temperature", "1.0", "--out", str(out)]
+         "--max-turns", str(agent.max_turns), "--history-screenshots", str(agent.history_screenshots),
+         "--max-new-tokens", str(agent.max_new_tokens), "--temperature", str(agent.temperature),
+         "--out", str(out)]
     )  # fmt: skip
     overall = json.loads((out / "report.json").read_text())["overall"]
     assert rc == 0 and overall["episodes"] == EPISODES and overall["infra_failures"] == 0, overall
