@@ -118,6 +118,8 @@ class Controller:
         if not isinstance(body, dict) or not isinstance(body.get("action"), dict):
             raise ActionError("step body must be {'action': {...}, 'max_width'?: int, 'max_height'?: int}")
         result = self.action(body["action"])
+        with self.lock:
+            result["task_done"] = self.active is not None and self.active.finished()
         query = {k: [str(body[k])] for k in ("max_width", "max_height") if body.get(k) is not None}
         return result, self.screenshot(query)
 

@@ -292,3 +292,23 @@ async def test_sigterm_removes_the_owners_own_boxes(docker_backend):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM
     assert docker_backend.list_boxes(run_id=run_id) == []
+
+
+async def test_a_miniwob_episode_ends_at_its_first_result(docker_pool):
+    """MiniWoB ends its episode at the first decisive click and shows a START cover; a click on that cover
+    starts a new problem. The task's result is the first episode's: a wrong click stays a failure even when
+    the policy then restarts the page and solves the next problem, and the sandbox reports the end."""
+    async with docker_pool.sandbox(timeout=120) as sb:
+        await sb.reset("miniwob/click-button", 3)
+        state = await sb.oracle()
+        buttons = [e for e in state["elements"] if e["tag"] == "BUTTON"]
+        wrong = next(b for b in buttons if (b.get("text") or "").strip() != state["fields"]["target"])
+        result, _ = await sb.step({"type": "click", "x": round(wrong["x"] + 3), "y": round(wrong["y"] + 3)})
+        assert result.get("task_done") is True, result
+        first = await sb.evaluate(wait_s=1.0)
+        assert first["done"] and first["reward"] == 0.0 and first["info"]["raw_reward"] == -1.0, first
+        # The START cover lies over the task area: clicking where the buttons were hits it.
+        await sb.act({"type": "click", "x": round(wrong["x"] + 3), "y": round(wrong["y"] + 3)})
+        await solve(sb)
+        after = await sb.evaluate(wait_s=1.0)
+        assert after["reward"] == 0.0 and after["info"]["raw_reward"] == -1.0, after

@@ -31,6 +31,11 @@ class Runtime:
         """Reward from the task's own verifier: {'reward': float, 'done': bool, 'info': {...}}."""
         raise NotImplementedError
 
+    def finished(self) -> bool:
+        """Whether the task has ended its episode by itself (MiniWoB does at its first decisive input);
+        the agent's episode then ends too. Tasks that wait for the agent's `done` say False."""
+        return False
+
     def oracle(self) -> Mapping[str, Any]:
         """Privileged task state for scripted oracles and debugging (never shown to a policy). Each runtime
         defines its state as an `OracleState` in its module, read by sandbox/oracles/<prefix>.py."""

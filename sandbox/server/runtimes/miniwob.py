@@ -150,6 +150,10 @@ class MiniWoBRuntime(Runtime):
         d.execute_script(
             f"core.EPISODE_MAX_TIME = {EPISODE_MAX_MS}; Math.seedrandom({seed!r});"
             "core.setDataMode('default'); core.startEpisodeReal();"
+            # One problem per episode: when the task ends, MiniWoB shows a START cover whose click starts
+            # a new problem and clears the result, so a wrong click followed by a click on the cover and
+            # a right one would score 1. The first result stands; the cover stays inert.
+            "core.startEpisodeReal = function () {};"
         )
         deadline = time.monotonic() + 5
         while not d.execute_script("return WOB_TASK_READY;"):
@@ -235,6 +239,17 @@ class MiniWoBRuntime(Runtime):
                 "reason": None if meta["reason"] is None else str(meta["reason"]),
             },
         }
+
+    def finished(self) -> bool:
+        if self.task is None:
+            return False
+        # Two animation frames: the input event that xdotool just sent is dispatched before they run.
+        return bool(
+            self.driver.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "requestAnimationFrame(() => requestAnimationFrame(() => done(WOB_DONE_GLOBAL)));"
+            )
+        )
 
     def oracle(self) -> OracleState:
         if self.task is None:
