@@ -1,4 +1,5 @@
-"""The episode loop: observe → model → act, until done, max turns or a timeout.
+"""The episode loop: observe → model → act, until the model says done, the task ends its episode, max
+turns or a timeout.
 
 Failures are classified, never turned into reward 0:
 - the model's fault (no valid action in its output, an action the sandbox rejects): a format failure —
@@ -48,7 +49,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     task_reward: float | None = None
     format_failures: int = 0
-    status: str = "running"  # done | max_turns | parse_failure | infra_error
+    status: str = "running"  # done | task_done | max_turns | parse_failure | infra_error
     error: str | None = None
     wall_s: float = 0.0
 
@@ -128,13 +129,16 @@ async def _loop(
 
         t1 = time.monotonic()
         try:
-            _, png = await sandbox.step(parsed.action.to_wire())
+            result, png = await sandbox.step(parsed.action.to_wire())
             note = "ok"
         except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
             ep.format_failures += 1
-            note, png = f"rejected: {exc}", screenshots[-1]
+            result, note, png = {}, f"rejected: {exc}", screenshots[-1]
         ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
         screenshots.append(png)
+        if result.get("task_done"):  # the task ended its episode (MiniWoB's verdict): nothing left to act on
+            ep.status = "task_done"
+            break
     else:
         ep.status = "max_turns"
     ep.task_reward = float((await sandbox.evaluate())["reward"])

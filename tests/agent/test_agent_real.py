@@ -96,9 +96,33 @@ async def test_scripted_policy_solves_tasks_through_the_agent_loop(pool, view, c
             mapping = ModelView(view.processor, convention).mapping(*sb.spec.screen)
             policy = ScriptedPolicy(sb, mapping)
             ep = await run_episode(sb, policy, {"task_id": task_id, "seed": 11}, cfg, mapping)
-        assert ep.status == "done" and ep.error is None, (task_id, ep.error)
+        # MiniWoB ends its episode at the decisive click: the agent's episode ends there, no `done` turn.
+        assert ep.status == "task_done" and ep.error is None, (task_id, ep.status, ep.error)
         assert ep.task_reward == 1.0, (task_id, convention, [t.action for t in ep.turns])
         assert ep.format_failures == 0 and ep.instruction
+        assert policy.calls == len(ep.turns) and not policy.plan, (task_id, policy.calls, policy.plan)
+
+
+async def test_a_wrong_click_ends_the_episode_with_the_tasks_verdict(pool, view):
+    """A wrong button ends MiniWoB's episode (raw reward -1): the agent's ends with it, unsolved, instead of
+    playing on over the START cover (whose click would start a new problem)."""
+
+    class WrongButton(ScriptedPolicy):
+        async def _make_plan(self) -> list:
+            c = Ctx(self.sb, await self.sb.oracle())
+            wrong = [
+                b for b in c.find_all(tag="BUTTON") if (b.get("text") or "").strip() != c.fields["target"]
+            ]
+            right = c.find(tag="BUTTON", text=c.fields["target"])
+            return [Click(*center(wrong[0])), Click(*center(wrong[0])), Click(*center(right))]
+
+    cfg = EpisodeConfig(max_turns=5, episode_timeout_s=120)
+    async with pool.sandbox() as sb:
+        mapping = view.mapping(*sb.spec.screen)
+        policy = WrongButton(sb, mapping)
+        ep = await run_episode(sb, policy, {"task_id": "miniwob/click-button", "seed": 11}, cfg, mapping)
+    assert ep.status == "task_done" and len(ep.turns) == 1 and policy.calls == 1, (ep.status, ep.turns)
+    assert ep.task_reward == 0.0
 
 
 async def test_garbage_output_is_a_format_failure_not_an_error(pool, view):
@@ -147,7 +171,7 @@ async def test_workflow_with_real_engine_and_sandboxes(rollout_engine, tmp_path:
     # AReaL's check wants pixel_values in multi_modal_input; ours carries PNG screenshots (rows.py)
     check_trajectory_format({k: v for k, v in batch.items() if k != "multi_modal_input"})
     episodes = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
-    assert len(episodes) == 2 and all(e["status"] in ("max_turns", "done") for e in episodes)
+    assert len(episodes) == 2 and all(e["status"] in ("max_turns", "done", "task_done") for e in episodes)
     n_calls = sum(len(e["turns"]) for e in episodes)
     assert batch["input_ids"].shape[0] == n_calls == len(batch["multi_modal_input"])
     assert all(t["version"] == 0 and t["images"] >= 1 for e in episodes for t in e["turns"])

@@ -24,7 +24,9 @@ def view() -> ModelView:
     return ModelView(load_processor(MODELS["untied"]), "absolute")
 
 
-@pytest.mark.parametrize(("task", "seed"), [("miniwob/click-test", 5), ("miniwob/enter-text", 7)])
+@pytest.mark.parametrize(
+    ("task", "seed"), [("miniwob/click-test", 5), ("miniwob/enter-text", 7), ("desktop/editor-save", 3)]
+)
 async def test_an_oracle_solves_its_task_through_the_episode_loop(view, task, seed):
     pool = await SandboxPool(make_backend("docker"), max_size=1, install_handlers=False).start()
     try:
@@ -39,10 +41,15 @@ async def test_an_oracle_solves_its_task_through_the_episode_loop(view, task, se
                 await client.close()
     finally:
         await pool.close()
-    assert ep.ok and ep.status == "done" and ep.task_reward == 1.0, (ep.status, ep.error, ep.task_reward)
-    assert ep.format_failures == 0 and len(client.turns) == len(ep.turns) >= 2
+    # A MiniWoB task ends its episode at the oracle's last input, so no `done` is recorded that a policy
+    # would never be asked for; a desktop task waits for the agent's `done`.
+    miniwob = task.startswith("miniwob/")
+    want = "task_done" if miniwob else "done"
+    assert ep.ok and ep.status == want and ep.task_reward == 1.0, (ep.status, ep.error, ep.task_reward)
+    assert ep.format_failures == 0 and len(client.turns) == len(ep.turns) >= 1
     actions = [parse_action(t.answer, mapping).action for t in client.turns]
-    assert isinstance(actions[-1], Done) and not any(isinstance(a, Done) for a in actions[:-1])
-    assert isinstance(actions[0], Click)
+    assert not any(isinstance(a, Done) for a in actions[:-1])
+    assert isinstance(actions[-1], Done) != miniwob
+    assert isinstance(actions[0], Click) or not miniwob
     for t in client.turns:  # what the policy would see: the system prompt, the task, the newest screenshots
         assert t.messages[0]["role"] == "system" and 1 <= len(t.images) <= 2
