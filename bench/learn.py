@@ -48,7 +48,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--groups-per-step", type=int, default=1)
     ap.add_argument("--task-ids", default="miniwob/click-test")
-    ap.add_argument("--max-turns", type=int, default=3)
+    ap.add_argument("--max-turns", type=int, default=1, help="as configs/local_cpu.yaml: one click decides")
     ap.add_argument("--temperature", type=float, default=1.0, help="for rollouts and evaluation alike")
     return ap.parse_args(argv)
 

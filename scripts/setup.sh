@@ -117,7 +117,7 @@ setup_models() {
 }
 
 # The tiny model's warm start (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised
-# training. Kept while its inputs are unchanged; a rebuild takes ~18 min on 2 cores.
+# training. Kept while its inputs are unchanged; a rebuild takes ~7 min on 2 cores.
 setup_warmstart() {
   local py; py="$(trainer_python)"
   [ -x "$py" ] || die "warmstart: the trainer environment is missing; run scripts/setup.sh trainer"

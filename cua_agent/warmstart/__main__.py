@@ -2,7 +2,7 @@
 (demonstrations), then supervised training of the base model on every turn of the solved episodes.
 
     python -m cua_agent.warmstart [--out DIR] [--base MODEL] [--task-ids miniwob/click-test,...]
-        [--seeds-per-task 64] [--epochs 15] [--lr 1e-2] [--batch 8] [--force]
+        [--seeds-per-task 64] [--epochs 15] [--lr 1e-2] [--batch 4] [--force]
 
 Writes DIR (an HF model folder that vLLM serves and GRPO trains; default: the tiny model's warm start,
 which setup builds), DIR/warmstart.json (inputs, demo counts, losses, timings) and keeps the supervised
@@ -36,7 +36,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--split", default="train")
     ap.add_argument("--task-ids", default="miniwob/click-test")
     ap.add_argument("--seeds-per-task", type=int, default=64)
-    ap.add_argument("--max-turns", type=int, default=3)
+    ap.add_argument("--max-turns", type=int, default=1, help="as the training config's agent.max_turns")
     ap.add_argument(
         "--history-screenshots",
         type=int,
@@ -47,7 +47,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--batch", type=int, default=8)
+    # 4: one click row per episode, so a batch of 4 sees as many clicks as a batch of 8 did when each
+    # episode also had its `done` row; 8 (120 steps) left 27% of first answers malformed.
+    ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--force", action="store_true", help="build even when DIR is up to date")
     return ap.parse_args(argv)
 
