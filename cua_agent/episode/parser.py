@@ -499,7 +499,14 @@ def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMap
             keys = pos[0] if pos else None
         if keys is None:
             raise ActionError("'key' needs 'keys'")
-        return Key(keys)
+        try:
+            return Key(keys)
+        except ActionError:
+            # UI-TARS-1.5 writes combinations with spaces: hotkey(key='ctrl c'). Tried second, so that a key
+            # name with a space ('page down') stays one key.
+            if not isinstance(keys, str) or "+" in keys or len(keys.split()) < 2:
+                raise
+            return Key(keys.split())
     if kind == "wait":
         hit = _get(kw, "seconds", "time", "duration", "secs", "second")
         secs: Any = hit[1] if hit else (pos[0] if pos else DEFAULT_WAIT_S)

@@ -259,6 +259,10 @@ def test_format_is_reported(text, fmt):
         ("type('it\\'s (fine)')", TypeText("it's (fine)")),
         ('key("ctrl+s")', Key("ctrl+s")),
         ('hotkey("ctrl", "c")', Key("ctrl+c")),
+        ("hotkey(key='ctrl c')", Key("ctrl+c")),  # UI-TARS-1.5: keys separated by spaces
+        ("hotkey(key='ctrl shift t')", Key("ctrl+shift+t")),
+        ("press(key='page down')", Key("Page_Down")),  # a key name with a space stays one key
+        ('{"action": "key", "keys": "alt tab"}', Key("alt+Tab")),
         ('scroll(500, 300, direction="down", amount=3)', Scroll(500, 300, "down", 3)),
         ("scroll(500, 300, direction=down)", Scroll(500, 300, "down", 3)),
         ("drag(10,20,300,400)", Drag(10, 20, 300, 400)),
@@ -332,6 +336,7 @@ def test_strings_with_tags_and_braces_inside_typed_text():
         ('{"action": "type", "text": ""}', "empty"),
         ('{"action": "type", "text": "' + "a" * (MAX_TEXT + 1) + '"}', "longer"),
         ('{"action": "key", "keys": "ctrl+é"}', "key"),
+        ("hotkey(key='ctrl é')", "no key name for 'é'"),  # split on spaces, still checked
         ('{"action": "wait", "seconds": -1}', "negative"),
         ('{"action": "done", "success": "maybe"}', "success"),
         ('{"name": "computer", "arguments": "{broken"}', "not valid JSON"),
