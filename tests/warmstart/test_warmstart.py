@@ -18,9 +18,10 @@ pytestmark = pytest.mark.slow
 def test_demonstrations_then_supervised_training_lower_the_loss(tmp_path):
     out = tmp_path / "warm"
     args = ["--out", str(out), "--task-ids", "miniwob/click-test", "--seeds-per-task", "4"]
-    assert main([*args, "--epochs", "4", "--batch", "4", "--lr", "5e-3"]) == 0
+    # Batches of 2: 8 optimizer steps over the 4 rows (batches of 4 gave 4 steps, loss 7.59 -> 6.47)
+    assert main([*args, "--epochs", "4", "--batch", "2", "--lr", "5e-3"]) == 0
     info = json.loads((out / "warmstart.json").read_text())
-    assert info["episodes"] == 4 and info["solved"] == 4 and info["rows"] == 8  # click, then done
+    assert info["episodes"] == 4 and info["solved"] == 4 and info["rows"] == 4  # one click: the task ends there
     losses = info["losses"]
     assert len(losses) == 4 and losses[-1] < 0.8 * losses[0], losses
     # The lr anneals to 0 over the run: at a constant lr the final weights are wherever the last step lands
@@ -31,6 +32,6 @@ def test_demonstrations_then_supervised_training_lower_the_loss(tmp_path):
     assert load_processor(out).tokenizer.convert_tokens_to_ids("<tool_call>") == 1899
     # Built once: the same inputs again leave the folder as it is; no partial build is left behind.
     stamp = (out / "warmstart.json").stat().st_mtime_ns
-    assert main([*args, "--epochs", "4", "--batch", "4", "--lr", "5e-3"]) == 0
+    assert main([*args, "--epochs", "4", "--batch", "2", "--lr", "5e-3"]) == 0
     assert (out / "warmstart.json").stat().st_mtime_ns == stamp
     assert not out.with_name("warm.partial").exists()
