@@ -21,7 +21,8 @@ def test_demonstrations_then_supervised_training_lower_the_loss(tmp_path):
     # Batches of 2: 8 optimizer steps over the 4 rows (batches of 4 gave 4 steps, loss 7.59 -> 6.47)
     assert main([*args, "--epochs", "4", "--batch", "2", "--lr", "5e-3"]) == 0
     info = json.loads((out / "warmstart.json").read_text())
-    assert info["episodes"] == 4 and info["solved"] == 4 and info["rows"] == 4  # one click: the task ends there
+    # One row an episode: the task ends the episode at the click.
+    assert info["episodes"] == 4 and info["solved"] == 4 and info["rows"] == 4
     losses = info["losses"]
     assert len(losses) == 4 and losses[-1] < 0.8 * losses[0], losses
     # The lr anneals to 0 over the run: at a constant lr the final weights are wherever the last step lands
