@@ -48,9 +48,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--groups-per-step", type=int, default=1)
     ap.add_argument("--task-ids", default="miniwob/click-test")
-    ap.add_argument("--max-turns", type=int, default=1, help="as configs/local_cpu.yaml: one click decides")
+    ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
     ap.add_argument("--temperature", type=float, default=1.0, help="for rollouts and evaluation alike")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.max_turns is None:
+        args.max_turns = OmegaConf.load(CONFIG).agent.max_turns
+    return args
 
 
 def run(cmd: list[str], log: Path) -> None:
