@@ -36,7 +36,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--split", default="train")
     ap.add_argument("--task-ids", default="miniwob/click-test")
     ap.add_argument("--seeds-per-task", type=int, default=64)
-    ap.add_argument("--max-turns", type=int, default=1, help="as the training config's agent.max_turns")
+    # The oracle's turns: a click-test demonstration is one click whatever this is (the task ends there);
+    # tasks of several actions (enter-text: click, type, submit) need more.
+    ap.add_argument("--max-turns", type=int, default=3)
     ap.add_argument(
         "--history-screenshots",
         type=int,
