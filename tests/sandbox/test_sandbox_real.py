@@ -16,7 +16,7 @@ import pytest
 from sandbox.base import SandboxSpec
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError
-from sandbox.oracles import random_actions, solve
+from sandbox.oracles import Ctx, random_actions, solve
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 
@@ -300,9 +300,10 @@ async def test_a_miniwob_episode_ends_at_its_first_result(docker_pool):
     the policy then restarts the page and solves the next problem, and the sandbox reports the end."""
     async with docker_pool.sandbox(timeout=120) as sb:
         await sb.reset("miniwob/click-button", 3)
-        state = await sb.oracle()
-        buttons = [e for e in state["elements"] if e["tag"] == "BUTTON"]
-        wrong = next(b for b in buttons if (b.get("text") or "").strip() != state["fields"]["target"])
+        c = Ctx(sb, await sb.oracle())
+        wrong = next(
+            b for b in c.find_all(tag="BUTTON") if (b.get("text") or "").strip() != c.fields["target"]
+        )
         result, _ = await sb.step({"type": "click", "x": round(wrong["x"] + 3), "y": round(wrong["y"] + 3)})
         assert result.get("task_done") is True, result
         first = await sb.evaluate(wait_s=1.0)
