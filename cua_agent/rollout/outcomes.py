@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
-from cua_agent.episode.loop import Episode
+if TYPE_CHECKING:  # the viewer reads success from here without importing the agent (and AReaL)
+    from cua_agent.episode.loop import Episode
+
+
+def reward_succeeded(task_reward: float | None) -> bool:
+    return (task_reward or 0.0) > 0
 
 
 def succeeded(ep: Episode) -> bool:
-    return (ep.task_reward or 0.0) > 0
+    return reward_succeeded(ep.task_reward)
 
 
 class Outcomes:

@@ -154,7 +154,7 @@ class CUATrainer(PPOTrainer):
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
         if _is_rank0():
-            self._record_step(global_step, lr, faults, outcomes, evaluated)
+            self._record_step(global_step, lr, faults, outcomes, evaluated, stats)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
         if self.stop_signal is not None:
@@ -186,6 +186,7 @@ class CUATrainer(PPOTrainer):
         faults: dict[str, float],
         outcomes: dict[str, float],
         evaluated: dict[str, float],
+        stats: dict[str, float],
     ) -> None:
         rows = [
             {"draw": r.get(DRAW_KEY), "task_id": r.get("task_id"), "seed": r.get("seed")}
@@ -199,6 +200,12 @@ class CUATrainer(PPOTrainer):
             "faults": faults,
             "episodes": outcomes,
             "eval": evaluated,
+            # where the step's time went (rollout, train_step, update_weights, eval, ...) and the weight
+            # versions the update saw (staleness): the viewer's plots read them from here
+            "timing": {
+                k.removeprefix("timeperf/"): float(v) for k, v in stats.items() if k.startswith("timeperf/")
+            },
+            "versions": {k.rsplit("/", 1)[-1]: float(v) for k, v in stats.items() if "/version_stats/" in k},
             "pid": os.getpid(),
             "time": time.time(),
         }
