@@ -6,6 +6,8 @@ cua_agent.inference   the AReaL engine for a stock vLLM server
 cua_agent.episode     actions, parser, prompting, chat clients, the episode loop
 cua_agent.rollout     the AReaL workflow: a group of episodes -> training rows
 cua_agent.config, cua_agent.settings
+cua_agent.evaluate    held-out evaluation with the agent loop
+cua_agent.viewer      the trajectory viewer and plots over what runs wrote
 cua_agent.train       the trainer and the job around it
 """
 
@@ -24,6 +26,7 @@ LAYERS = [
     "cua_agent.config",
     "cua_agent.settings",
     "cua_agent.evaluate",
+    "cua_agent.viewer",  # reads what runs and evaluations wrote
     "cua_agent.train",
     "cua_agent.warmstart",  # supervised training with the trainer's engine and patches
 ]

@@ -1,0 +1,110 @@
+"""Trajectory viewer: a local, read-only web page over a training run's or an evaluation's outputs.
+
+    python -m cua_agent.viewer outputs/<experiment> [--port 8765] [--host 127.0.0.1]
+    make view RUN=outputs/<experiment>
+
+Groups (filter by file, task, outcome, weight version, how the episode ended) → a group's episodes side by
+side with their rewards and advantages → each turn's screenshot with the action drawn on it, the raw model
+output and the parsed action or the parse failure. Reload to see a run in progress grow; /plots shows the
+training curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from cua_agent.viewer import pages
+from cua_agent.viewer.runs import Run
+
+log = logging.getLogger("cua_agent.viewer")
+
+
+def make_server(run: Run, host: str, port: int) -> ThreadingHTTPServer:
+    lock = threading.Lock()  # one refresh at a time: the scan state is shared
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            q = dict(parse_qsl(url.query))
+            with lock:
+                run.refresh()
+            if url.path == "/":
+                self._send(200, "text/html; charset=utf-8", pages.index(run, q).encode())
+            elif url.path == "/group":
+                html = pages.group(run, q.get("src", ""), q.get("id", ""))
+                self._not_found() if html is None else self._send(
+                    200, "text/html; charset=utf-8", html.encode()
+                )
+            elif url.path == "/turn":
+                turn = q.get("turn", "")
+                html = (
+                    pages.turn(run, q.get("src", ""), q.get("ep", ""), int(turn)) if turn.isdigit() else None
+                )
+                self._not_found() if html is None else self._send(
+                    200, "text/html; charset=utf-8", html.encode()
+                )
+            elif url.path == "/shot":
+                f = run.files.get(q.get("src", ""))
+                turn = q.get("turn", "")
+                path = f.screenshot(q.get("ep", ""), int(turn)) if f and turn.isdigit() else None
+                self._not_found() if path is None else self._send(200, "image/png", path.read_bytes())
+            elif url.path == "/plots":
+                self._send(200, "text/html; charset=utf-8", pages.plots_page(run).encode())
+            else:
+                self._not_found()
+
+        def _send(self, status: int, kind: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")  # a run in progress changes under the same URL
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _not_found(self) -> None:
+            self._send(404, "text/plain; charset=utf-8", b"not found")
+
+        def log_message(self, fmt: str, *args: object) -> None:
+            log.debug(fmt, *args)
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cua_agent.viewer", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="outputs/<experiment>, or an evaluation's --out folder")
+    parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1: this machine only (default)")
+    parser.add_argument("--port", type=int, default=8765, help="0: any free port")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        run = Run(args.run)
+    except FileNotFoundError as e:
+        parser.error(str(e))
+    run.refresh()
+    try:
+        server = make_server(run, args.host, args.port)
+    except OSError as e:
+        parser.error(f"cannot listen on {args.host}:{args.port}: {e.strerror} (--port 0 picks a free port)")
+    host, port = server.server_address[:2]
+    print(
+        f"viewer: http://{host}:{port}/ over {args.run} ({len(run.episodes())} episodes); Ctrl-C stops it",
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
