@@ -6,7 +6,7 @@ export PYTHONPATH := $(CURDIR)
 PYTEST_ARGS ?=
 ARGS ?=
 
-.PHONY: setup local test test-fast lint format bench learn reap smoke-sandbox clean-envs
+.PHONY: setup local test test-fast lint format bench learn view plots reap smoke-sandbox clean-envs
 
 setup:  ## install whatever is missing (system packages, environments, tiny models, warm start); a no-op when done
 	@bash scripts/setup.sh
@@ -34,6 +34,13 @@ bench: setup  ## benchmarks: each prints ratios against a reference measured in 
 
 learn: setup  ## GRPO from the warm start against an lr=0 control, held-out success per arm (bench/learn.py; ~1 h on 2 cores)
 	@$(PY) bench/learn.py $(ARGS)
+
+RUN ?= outputs/cua-local
+view:  ## trajectory viewer over a run's or an evaluation's outputs (RUN=outputs/<experiment>; PORT=8765)
+	@$(PY) -m cua_agent.viewer $(RUN) $(if $(PORT),--port $(PORT),)
+
+plots:  ## a run's training plots as SVG files and plots.html under RUN/plots (RUN=outputs/<experiment>)
+	@$(PY) -m cua_agent.viewer.plots $(RUN)
 
 reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml)
 	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,) $(if $(CONFIG),--config $(CONFIG),)

@@ -9,11 +9,13 @@ trial="local-$(date +%Y%m%d-%H%M%S)"
 exp_dir="$REPO_ROOT/outputs/cua-local"
 log "training: configs/local_cpu.yaml, trial $trial (first steps take a minute: server start, sandboxes)"
 status=0
+# screenshots kept so the viewer shows what the model saw (3 steps: ~12 PNGs of ~30 KB)
 PYTHONPATH="$REPO_ROOT" "$(trainer_python)" train_areal.py --config configs/local_cpu.yaml \
-  "trial_name=$trial" "$@" || status=$?
+  "trial_name=$trial" agent.save_screenshots=true "$@" || status=$?
 log "logs:        $exp_dir/logs/training.log (tensorboard: $exp_dir/logs/tensorboard)"
 log "episodes:    $exp_dir/rollouts.jsonl"
 log "checkpoints: $exp_dir/checkpoints/$(id -un)/cua-local/$trial/"
+log "see them:    make view RUN=outputs/cua-local   (groups, screenshots with each action; plots at /plots)"
 left=$(podman ps -q --filter label=cua.sandbox=1 2>/dev/null | wc -l || echo 0)
 [ "$left" -eq 0 ] || log "WARNING: $left sandbox container(s) still running: make reap"
 exit "$status"
