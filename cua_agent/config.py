@@ -96,10 +96,18 @@ class AgentConfig:
     episode_timeout_s: float = 900.0
     max_prompt_tokens: int = 6000
     rollouts_file: str = "rollouts.jsonl"
+    # the screenshot the model saw at each turn, for the viewer; past the budget the oldest episodes'
+    # screenshots are removed first (0: no limit)
     save_screenshots: bool = False
+    screenshots_budget_mb: float = 1000.0
 
     def __post_init__(self) -> None:
         _check(self.group_size >= 1, "agent.group_size", f"must be >= 1, got {self.group_size}")
+        _check(
+            self.screenshots_budget_mb >= 0,
+            "agent.screenshots_budget_mb",
+            f"must be >= 0 (0: no limit), got {self.screenshots_budget_mb}",
+        )
         _check(
             self.max_rejected_in_a_row >= 1,
             "agent.max_rejected_in_a_row",

@@ -9,9 +9,8 @@ trial="local-$(date +%Y%m%d-%H%M%S)"
 exp_dir="$REPO_ROOT/outputs/cua-local"
 log "training: configs/local_cpu.yaml, trial $trial (first steps take a minute: server start, sandboxes)"
 status=0
-# screenshots kept so the viewer shows what the model saw (3 steps: ~12 PNGs of ~30 KB)
 PYTHONPATH="$REPO_ROOT" "$(trainer_python)" train_areal.py --config configs/local_cpu.yaml \
-  "trial_name=$trial" agent.save_screenshots=true "$@" || status=$?
+  "trial_name=$trial" "$@" || status=$?
 log "logs:        $exp_dir/logs/training.log (tensorboard: $exp_dir/logs/tensorboard)"
 log "episodes:    $exp_dir/rollouts.jsonl"
 log "checkpoints: $exp_dir/checkpoints/$(id -un)/cua-local/$trial/"

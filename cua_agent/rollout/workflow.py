@@ -62,7 +62,7 @@ class CUAWorkflow(RolloutWorkflow):
         )
         self.sandboxes = RolloutSandboxes(config.sandbox)
         self.recorder = (
-            RolloutRecorder(Path(rollouts_path), agent.save_screenshots)
+            RolloutRecorder(Path(rollouts_path), agent.save_screenshots, agent.screenshots_budget_mb)
             if rollouts_path is not None
             else RolloutRecorder.for_run(config)
         )

@@ -278,10 +278,15 @@ def disk_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> Budget:
     b.add("weight update copy (rewritten at each update)", m.params * comp)
     if config.agent.save_screenshots:
         episodes = w.steps * config.train_dataset.batch_size * config.agent.group_size
+        budget = config.agent.screenshots_budget_mb * 2**20
+        shots = episodes * (w.turns + 1) * PNG_BYTES
         b.add(
-            f"saved screenshots: {episodes} episodes x {w.turns + 1}",
-            episodes * (w.turns + 1) * PNG_BYTES,
-            "agent.save_screenshots",
+            f"saved screenshots: {episodes} episodes x {w.turns + 1}"
+            + (
+                f", pruned at {config.agent.screenshots_budget_mb:g} MiB" if budget and shots > budget else ""
+            ),
+            min(shots, budget) if budget else shots,
+            "agent.screenshots_budget_mb" if budget else "agent.save_screenshots",
         )
     return b
 

@@ -113,6 +113,16 @@ def test_disk_counts_recover_checkpoints_and_unpruned_hf_saves(tmp_path):
     assert problems and problems[0].startswith("saver.freq_steps: Disk under"), problems
 
 
+def test_saved_screenshots_count_up_to_their_budget(tmp_path):
+    def screenshots(*overrides: str) -> float:
+        budgets, _, _ = run_check(tmp_path, "configs/cua_grpo.yaml", "qwen2.5-vl-7b", *overrides)
+        return next(i for i in budgets[3].items if "screenshots" in i.what).nbytes
+
+    unlimited = screenshots("agent.save_screenshots=true", "agent.screenshots_budget_mb=0")
+    assert unlimited > 2 * GiB  # 10 epochs of 8 groups of 8 episodes a step, up to 11 screenshots each
+    assert screenshots("agent.save_screenshots=true", "agent.screenshots_budget_mb=2048") == 2 * GiB
+
+
 def test_host_memory_names_its_largest_share(tmp_path):
     _, problems, _ = run_check(tmp_path, "configs/cua_grpo.yaml", "qwen2.5-vl-7b", host=64 * GiB)
     assert problems and problems[0].startswith("sandbox.max_concurrency: Host memory"), problems
