@@ -36,6 +36,7 @@ from cua_agent.rollout.outcomes import rates
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
+from cua_agent.train.progress import StepProgress
 from cua_agent.train.rollouts import TrackedWorkflow, TrainingEngine
 from cua_agent.train.stopping import StopTraining
 
@@ -85,6 +86,7 @@ class CUATrainer(PPOTrainer):
         self.held_out = HeldOutEval(config) if config.evaluation.enabled else None
         self._outcomes_counted: dict[str, float] = {}
         self.steps_path = Path(StatsLogger.get_log_path(config.stats_logger)) / "steps.jsonl"
+        self.progress: StepProgress | None = None  # rank 0, during train(): a line while a step waits
 
     def _create_dataloader(self, dataset: Any, dataset_config: Any, rank: int, world_size: int) -> Any:
         loader = super()._create_dataloader(dataset, dataset_config, rank, world_size)
@@ -155,18 +157,25 @@ class CUATrainer(PPOTrainer):
         lr, self._next_lr = self._next_lr, self._lr()
         if _is_rank0():
             self._record_step(global_step, lr, faults, outcomes, evaluated, stats)
+            if self.progress is not None:
+                self.progress.step_done(global_step)
         if dist.is_initialized():
             dist.barrier(group=self.actor.cpu_group)
         if self.stop_signal is not None:
             raise StopTraining(self.stop_signal)
 
-    def _fault_counts(self) -> dict[str, float]:
-        """This step's episode and server fault counts (the counters are cumulative)."""
+    def _fault_totals(self) -> dict[str, float]:
+        """The run's episode and server fault counters, cumulative."""
         totals: dict[str, float] = dict(self.rollout.counters)
         if self.workflow is not None and hasattr(self.workflow, "stats"):
             totals.update(self.workflow.stats)
         if self.tracked is not None:
             totals.update(self.tracked.stats)
+        return totals
+
+    def _fault_counts(self) -> dict[str, float]:
+        """This step's episode and server fault counts."""
+        totals = self._fault_totals()
         step = {k: v - self._counted.get(k, 0) for k, v in totals.items()}
         self._counted = totals
         return step
@@ -298,7 +307,18 @@ class CUATrainer(PPOTrainer):
             agent.filter_equal_reward_groups,
             agent.max_filtered_in_a_row,
         )
-        super().train(self.tracked, *args, **kwargs)
+        progress = None
+        if _is_rank0():
+            per_rank = self.config.train_dataset.batch_size // max(1, self.actor.data_parallel_world_size)
+            self.progress = progress = StepProgress(
+                self._fault_totals, per_rank * agent.group_size, logger.info
+            )
+            progress.start()
+        try:
+            super().train(self.tracked, *args, **kwargs)
+        finally:
+            if progress is not None:
+                progress.stop()
 
     def _init_rollout(
         self,

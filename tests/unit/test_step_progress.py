@@ -1,0 +1,31 @@
+"""A training step that waits on its episodes says how far it got, every `every_s` seconds (the trainer
+logs it on rank 0), counted from the last recorded step."""
+
+from __future__ import annotations
+
+import time
+
+from cua_agent.train.progress import StepProgress
+
+
+def test_a_waiting_step_prints_its_episodes_since_the_last_step_and_a_short_step_prints_nothing():
+    counters = {"episodes": 5.0, "groups_filtered": 1.0, "infra_failures": 0.0}
+    lines: list[str] = []
+    progress = StepProgress(lambda: dict(counters), 16, lines.append, every_s=0.2).start()
+    try:
+        progress.step_done(0)  # step 1 recorded: step 2 counts from here
+        counters.update(episodes=12.0, groups_filtered=2.0)
+        time.sleep(0.05)
+        assert lines == []  # not yet every_s into the step
+        deadline = time.monotonic() + 5
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lines and lines[0].startswith("Step 2: 7 episodes finished of 16 a step, 1 group(s) filtered")
+        assert "lost to infrastructure" not in lines[0]  # nothing to say about what did not happen
+        progress.step_done(1)
+        n = len(lines)
+        time.sleep(0.1)
+        assert len(lines) == n  # a new step waits every_s again before its first line
+    finally:
+        progress.stop()
+    assert not progress._thread.is_alive()
