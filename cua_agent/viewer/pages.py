@@ -88,7 +88,7 @@ def index(run: Run, q: dict[str, str]) -> str:
     for e in episodes:
         if _matches(e, q):
             groups[(e.source, e.group)].append(e)
-    newest = list(groups.items())[::-1]
+    newest = sorted(groups.items(), key=lambda g: max(e.time for e in g[1]), reverse=True)
     rows = []
     for (source, group), members in newest[:MAX_GROUPS]:
         wins = sum(e.success for e in members)

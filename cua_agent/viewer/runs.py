@@ -37,6 +37,7 @@ class EpisodeSummary:
     turns: int
     format_failures: int
     versions: tuple[int, ...]  # weight versions that produced its turns
+    time: float  # when it was recorded
 
     @property
     def success(self) -> bool:
@@ -93,6 +94,7 @@ class RolloutsFile:
                 turns=len(turns),
                 format_failures=int(r.get("format_failures") or 0),
                 versions=tuple(sorted({t["version"] for t in turns if isinstance(t.get("version"), int)})),
+                time=float(r.get("time") or 0.0),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

@@ -110,3 +110,26 @@ def test_plots_hold_each_series_with_a_point_per_step_that_has_it(tmp_path: Path
     )
     written = plots.write(loaded, tmp_path / "plots", "t")
     assert {p.name for p in written} >= {"success.svg", "time.svg", "groups.svg", "plots.html"}
+
+
+def test_filters_narrow_the_groups_and_the_newest_come_first(tmp_path: Path):
+    lines = []
+    for i, (group, reward, version) in enumerate([("g1", 1.0, 1), ("g1", 0.0, 1), ("g2", 0.0, 2)]):
+        e = episode(f"dddddd0{i}", group, reward)
+        e["time"], e["turns"][0]["version"] = float(i), version
+        lines.append(json.dumps(e) + "\n")
+    write(tmp_path / "rollouts.jsonl", lines)
+    run = Run(tmp_path)
+    run.refresh()
+
+    def listed(q: dict[str, str]) -> list[str]:
+        html = pages.index(run, q)
+        return [g for g in ("g2", "g1") if f"id={g}'" in html]
+
+    assert listed({}) == ["g2", "g1"] and pages.index(run, {}).index("id=g2") < pages.index(run, {}).index(
+        "id=g1"
+    )
+    assert listed({"outcome": "success"}) == ["g1"]
+    assert listed({"outcome": "failure"}) == ["g2", "g1"]
+    assert listed({"version": "2"}) == ["g2"]
+    assert listed({"task": "miniwob/other"}) == []
