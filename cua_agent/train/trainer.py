@@ -313,6 +313,9 @@ class CUATrainer(PPOTrainer):
             self.progress = progress = StepProgress(
                 self._fault_totals, per_rank * agent.group_size, logger.info
             )
+            resumed = getattr(self, "recover_info", None)
+            if resumed is not None:  # this process's first step is the one after the checkpoint's
+                progress.step = resumed.last_step_info.global_step + 2
             progress.start()
         try:
             super().train(self.tracked, *args, **kwargs)
