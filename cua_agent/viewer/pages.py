@@ -97,7 +97,7 @@ def index(run: Run, q: dict[str, str]) -> str:
         link = "/group?" + urlencode({"src": source, "id": group})
         rows.append(
             f"<tr class='group'><td><a href='{escape(link)}'>{escape(group)}</a></td><td>{escape(source)}</td>"
-            f"<td>{escape(members[0].task_id)}</td><td>{members[0].seed}</td>"
+            f"<td>{escape(members[0].task_id)}</td><td>{escape(str(members[0].seed))}</td>"
             f"<td>{', '.join(map(str, versions))}</td><td>{len(members)}</td>"
             f"<td class='{'ok' if wins else 'fail'}'>{wins}</td><td>{escape(rewards)}</td></tr>"
         )
@@ -127,7 +127,7 @@ def group(run: Run, source: str, group_id: str) -> str | None:
     columns = "".join(_episode(run, source, e, f.read(e.offset)) for e in members)
     wins = sum(e.success for e in members)
     head = (
-        f"<h1>group {escape(group_id)}</h1><p>{escape(members[0].task_id)}, seed {members[0].seed} · "
+        f"<h1>group {escape(group_id)}</h1><p>{escape(members[0].task_id)}, seed {escape(str(members[0].seed))} · "
         f"{len(members)} episodes, {wins} solved · {escape(source)}</p>"
     )
     return page(f"group {group_id}", head + f"<div class='episodes'>{columns}</div>")
@@ -137,7 +137,8 @@ def _episode(run: Run, source: str, e: EpisodeSummary, record: dict[str, Any]) -
     adv = f"{e.advantage:+.3f}" if e.advantage is not None else "not trained"
     head = (
         f"<div class='episode' id='ep-{e.episode}'><b class='{'ok' if e.success else 'fail'}'>"
-        f"{'solved' if e.success else 'not solved'}</b> · task reward {e.task_reward} · advantage {adv}<br>"
+        f"{'solved' if e.success else 'not solved'}</b> · task reward {escape(str(e.task_reward))} · "
+        f"advantage {escape(adv)}<br>"
         f"<span class='meta'>episode {e.episode} · ended: {escape(e.status)} · {e.turns} turns · "
         f"{e.format_failures} format failures</span>"
     )

@@ -89,8 +89,8 @@ class RolloutsFile:
                 task_id=str(r.get("task_id")),
                 seed=r.get("seed"),
                 status=str(r.get("status")),
-                task_reward=r.get("task_reward"),
-                advantage=r.get("advantage"),
+                task_reward=_number(r.get("task_reward")),
+                advantage=_number(r.get("advantage")),
                 turns=len(turns),
                 format_failures=int(r.get("format_failures") or 0),
                 versions=tuple(sorted({t["version"] for t in turns if isinstance(t.get("version"), int)})),
@@ -140,6 +140,15 @@ class Run:
     def steps_files(self) -> list[Path]:
         """steps.jsonl of the trainer (logs/<user>/<experiment>/<trial>/steps.jsonl)."""
         return sorted((self.root / "logs").glob("**/steps.jsonl")) if (self.root / "logs").is_dir() else []
+
+
+def _number(value: Any) -> float | None:
+    """A reward or advantage as a float (None stays None); anything else makes the line malformed."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
 
 
 def _step_of(name: str) -> int:

@@ -43,11 +43,15 @@ def write(path: Path, lines: list[str]) -> None:
 
 def test_a_run_in_progress_grows_on_refresh_and_a_torn_or_malformed_line_does_not_break_it(tmp_path: Path):
     rollouts = tmp_path / "rollouts.jsonl"
-    write(rollouts, [json.dumps(episode("aaaaaa01", "g1", 1.0)) + "\n", "{not json\n"])
+    wrong_type = {**episode("aaaaaa09", "g1", 1.0), "advantage": "high"}
+    write(
+        rollouts,
+        [json.dumps(episode("aaaaaa01", "g1", 1.0)) + "\n", "{not json\n", json.dumps(wrong_type) + "\n"],
+    )
     run = Run(tmp_path)
     run.refresh()
     assert [e.episode for e in run.episodes()] == ["aaaaaa01"]
-    assert run.files["rollouts.jsonl"].skipped == [2]
+    assert run.files["rollouts.jsonl"].skipped == [2, 3]
     # a line still being written (no newline yet) waits; once complete, it is read, and nothing twice
     line = json.dumps(episode("aaaaaa02", "g1", 0.0))
     write(rollouts, [line[:40]])
@@ -58,7 +62,7 @@ def test_a_run_in_progress_grows_on_refresh_and_a_torn_or_malformed_line_does_no
     assert [e.episode for e in run.episodes()] == ["aaaaaa01", "aaaaaa02"]
     assert [e.success for e in run.episodes()] == [True, False]
     html = pages.index(run, {})
-    assert "line 2" in html and html.count("class='group'") == 1
+    assert "lines 2, 3" in html and html.count("class='group'") == 1
 
 
 def test_a_group_page_escapes_model_output_and_reports_a_missing_screenshot(tmp_path: Path):
