@@ -270,6 +270,7 @@ fi
 compose_args=(-p "$PROJECT" --env-file "$ENV_FILE")
 for f in "${compose_files[@]}"; do compose_args+=(-f "$f"); done
 compose() { "${COMPOSE_CMD[@]}" "${compose_args[@]}" "$@"; }
+project_networks() { "$CLI" network ls -q --filter "label=com.docker.compose.project=$PROJECT" 2>/dev/null || true; }
 container_of() {  # the newest container of a service of this project
   "$CLI" ps -aq --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" | head -n1
 }
@@ -284,10 +285,17 @@ preflight_budget() {
   fi
   host_gib=$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)
   # A throwaway container: its own Hugging Face cache, into which the check fetches the model's two config
-  # files (no weights) when actor.path is a hub id; the CPU variant's model is a local folder.
+  # files (no weights) when actor.path is a hub id; the CPU variant's model is a local folder. `compose run`
+  # also creates the project's network (and podman-compose its pod) when the stack is not up: removed after,
+  # unless they were there before (a running stack of this project keeps its own).
+  local was_up; was_up=$(project_networks)
   compose run --rm --no-deps -T --entrypoint python -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
     train_areal.py --config "$config" --check ${gpu_gib:+--gpu-memory-gib "$gpu_gib"} --host-memory-gib "$host_gib" \
     "${overrides[@]}" >&2 || rc=$?
+  if [ -z "$was_up" ]; then
+    [ "$CLI" = podman ] && podman pod rm -f "pod_$PROJECT" >/dev/null 2>&1
+    for net in $(project_networks); do "$CLI" network rm -f "$net" >/dev/null 2>&1 || true; done
+  fi
   case "$rc" in
     0) log "the config fits (estimates above)" ;;
     1) die "the config does not fit (train_areal.py --check above names the fields to change)" ;;

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import socket
 import stat
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -95,12 +97,29 @@ def cpu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def project_leftovers(project: str) -> list[str]:
+    """The compose project's networks and podman-compose's pod: what `compose run` creates around its
+    container when the stack is not up."""
+
+    def podman(*args: str) -> str:
+        return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
+
+    networks = podman(
+        "network", "ls", "--format", "{{.Name}}", "--filter", f"label=com.docker.compose.project={project}"
+    )
+    pods = podman("pod", "ls", "--format", "{{.Name}}", "--filter", f"name=^pod_{project}$")
+    return networks.split() + pods.split()
+
+
 def test_cpu_preflight_passes_on_a_set_up_machine(tmp_path):
-    result = run_script(["--cpu", "--check"], cpu_env(tmp_path))
+    env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
+    result = run_script(["--cpu", "--check"], env)
     assert result.returncode == 0, result.stderr
     assert "preflight passed (config configs/local_cpu.yaml" in result.stderr
     # then the resource estimate, in the trainer's image (set up: it exists)
     assert "GPU memory, one trainer rank, training" in result.stderr and "the config fits" in result.stderr
+    # a check leaves nothing behind: each one used to leave the project's pod and network (one subnet each)
+    assert project_leftovers(env["COMPOSE_PROJECT_NAME"]) == []
 
 
 def test_cpu_check_refuses_a_config_that_does_not_fit_naming_the_field(tmp_path):
