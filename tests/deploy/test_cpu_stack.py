@@ -110,6 +110,7 @@ class Stack:
             os.killpg(self.proc.pid, signal.SIGKILL)
         for name in project_containers(self.project):
             podman("rm", "-f", "-t", "0", name)
+        podman("pod", "rm", "-f", f"pod_{self.project}")  # podman-compose's
         podman("network", "rm", "-f", f"{self.project}_default")
         podman("volume", "rm", "-f", f"{self.project}_model-cache")
         shutil.rmtree(self.run_home, ignore_errors=True)
