@@ -36,10 +36,10 @@ learn: setup  ## GRPO from the warm start against an lr=0 control, held-out succ
 	@$(PY) bench/learn.py $(ARGS)
 
 RUN ?= outputs/cua-local
-view:  ## trajectory viewer over a run's or an evaluation's outputs (RUN=outputs/<experiment>; PORT=8765)
+view: setup  ## trajectory viewer over a run's or an evaluation's outputs (RUN=outputs/<experiment>; PORT=8765)
 	@$(PY) -m cua_agent.viewer $(RUN) $(if $(PORT),--port $(PORT),)
 
-plots:  ## a run's training plots as SVG files and plots.html under RUN/plots (RUN=outputs/<experiment>)
+plots: setup  ## a run's training plots as SVG files and plots.html under RUN/plots (RUN=outputs/<experiment>)
 	@$(PY) -m cua_agent.viewer.plots $(RUN)
 
 reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml)
