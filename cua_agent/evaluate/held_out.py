@@ -7,17 +7,44 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 from pathlib import Path
+
+from areal.utils import logging
 
 from cua_agent.config import CUAGRPOConfig
 from cua_agent.episode.chat import OpenAIChatClient
-from cua_agent.episode.loop import EpisodeConfig
+from cua_agent.episode.loop import Episode, EpisodeConfig
 from cua_agent.episode.model_view import ModelView
 from cua_agent.evaluate.report import Report
 from cua_agent.evaluate.runner import EvalConfig, evaluate
 from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from cua_agent.rollout.outcomes import succeeded
 from cua_agent.rollout.task_rows import load_task_rows
+
+logger = logging.getLogger("HeldOutEval")  # AReaL's loggers reach outputs/<exp>/logs/training.log
+
+
+class EvalProgress:
+    """A line at most every `every_s` while the evaluation plays: episodes done of all, success so far."""
+
+    def __init__(self, total: int, every_s: float = 30.0):
+        self.total, self.every_s = total, every_s
+        self.done = self.wins = 0
+        self._last = time.monotonic()
+
+    def __call__(self, ep: Episode, final: bool) -> None:
+        if not final:
+            return  # an infrastructure failure played again
+        self.done += 1
+        self.wins += succeeded(ep)
+        now = time.monotonic()
+        if now - self._last >= self.every_s and self.done < self.total:
+            self._last = now
+            logger.info(
+                f"Held-out eval: {self.done}/{self.total} episodes, success so far {self.wins / self.done:.0%}"
+            )
 
 
 class HeldOutEval:
@@ -60,6 +87,7 @@ class HeldOutEval:
                 view=self.view,
                 convention=self.view.convention,
                 meta={**self.meta, "servers": addresses},
+                on_attempt=EvalProgress(len(self.rows)),
             )
         finally:
             for c in clients:
