@@ -55,7 +55,7 @@ def make_server(run: Run, host: str, port: int) -> ThreadingHTTPServer:
                 path = f.screenshot(q.get("ep", ""), int(turn)) if f and turn.isdigit() else None
                 self._not_found() if path is None else self._send(200, "image/png", path.read_bytes())
             elif url.path == "/plots":
-                self._send(200, "text/html; charset=utf-8", pages.plots_page(run).encode())
+                self._send(200, "text/html; charset=utf-8", pages.plots_page(run, q).encode())
             else:
                 self._not_found()
 

@@ -236,10 +236,17 @@ def marker(action: dict[str, Any] | None) -> str:
     return dot
 
 
-def plots_page(run: Run) -> str:
-    paths = run.steps_files()
-    if not paths:
+def plots_page(run: Run, q: dict[str, str]) -> str:
+    trials = run.trials()
+    if not trials:
         return page("plots", "<p>No steps.jsonl in this folder (an evaluation has no training steps).</p>")
-    records = plots.load_steps(paths)
+    trial = q.get("trial") if q.get("trial") in trials else next(iter(trials))
+    records = plots.load_steps([trials[trial]])
     charts = "\n".join(plots.svg(c, records) for c in plots.CHARTS)
-    return page("plots", f"<h1>{len(records)} steps</h1>{charts}")
+    others = " · ".join(
+        f"<a href='/plots?{escape(urlencode({'trial': t}))}'>{escape(t)}</a>" for t in trials if t != trial
+    )
+    head = f"<h1>{escape(trial)}: {len(records)} steps</h1>" + (
+        f"<p>other trials: {others}</p>" if others else ""
+    )
+    return page("plots", head + charts)

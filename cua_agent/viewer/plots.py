@@ -224,18 +224,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m cua_agent.viewer.plots", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("run", type=Path, help="a training run's folder (outputs/<experiment>)")
+    parser.add_argument("--trial", help="<user>/<experiment>/<trial> under RUN/logs; default: the newest")
     parser.add_argument("--out", type=Path, help="default: RUN/plots")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        paths = Run(args.run).steps_files()
+        trials = Run(args.run).trials()
     except FileNotFoundError as e:
         parser.error(str(e))
-    if not paths:
+    if not trials:
         parser.error(f"no steps.jsonl under {args.run / 'logs'}: is it a training run's folder?")
-    records = load_steps(paths)
-    written = write(records, args.out or args.run / "plots", f"{args.run.name}: {len(records)} steps")
-    print(f"{len(records)} steps -> {written[-1]} and {len(written) - 1} SVG files")
+    trial = args.trial or next(iter(trials))
+    if trial not in trials:
+        parser.error(f"--trial {trial}: not under {args.run / 'logs'}; there are: {', '.join(trials)}")
+    records = load_steps([trials[trial]])
+    written = write(records, args.out or args.run / "plots", f"{trial}: {len(records)} steps")
+    print(f"{trial}: {len(records)} steps -> {written[-1]} and {len(written) - 1} SVG files")
     return 0
 
 

@@ -137,9 +137,12 @@ class Run:
     def episodes(self) -> list[EpisodeSummary]:
         return [e for f in self.files.values() for e in f.episodes]
 
-    def steps_files(self) -> list[Path]:
-        """steps.jsonl of the trainer (logs/<user>/<experiment>/<trial>/steps.jsonl)."""
-        return sorted((self.root / "logs").glob("**/steps.jsonl")) if (self.root / "logs").is_dir() else []
+    def trials(self) -> dict[str, Path]:
+        """Each trial's steps.jsonl (logs/<user>/<experiment>/<trial>/steps.jsonl), the newest first: a
+        folder holds one per trial (make local starts a new trial each run), and their steps must not mix."""
+        logs = self.root / "logs"
+        found = sorted(logs.glob("**/steps.jsonl"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        return {str(p.parent.relative_to(logs)): p for p in found} if logs.is_dir() else {}
 
 
 def _number(value: Any) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from pathlib import Path
 
@@ -137,3 +138,20 @@ def test_filters_narrow_the_groups_and_the_newest_come_first(tmp_path: Path):
     assert listed({"outcome": "failure"}) == ["g2", "g1"]
     assert listed({"version": "2"}) == ["g2"]
     assert listed({"task": "miniwob/other"}) == []
+
+
+def test_plots_show_one_trial_the_newest_by_default_and_link_the_others(tmp_path: Path):
+    """A folder holds one steps.jsonl per trial (make local starts a new trial each run): merging them would
+    draw two runs' step 1 as one."""
+    for trial, success in (("old", 0.1), ("new", 0.9)):
+        d = tmp_path / "logs" / "me" / "cua-local" / trial
+        d.mkdir(parents=True)
+        (d / "steps.jsonl").write_text(
+            json.dumps({"global_step": 0, "episodes": {"all/success_rate": success}}) + "\n"
+        )
+        time.sleep(0.01)  # "new" is written last
+    run = Run(tmp_path)
+    assert list(run.trials()) == ["me/cua-local/new", "me/cua-local/old"]
+    html = pages.plots_page(run, {})
+    assert "me/cua-local/new: 1 steps" in html and "trial=me%2Fcua-local%2Fold" in html
+    assert "me/cua-local/old: 1 steps" in pages.plots_page(run, {"trial": "me/cua-local/old"})
