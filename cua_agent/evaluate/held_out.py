@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from areal.utils import logging
@@ -29,8 +30,8 @@ logger = logging.getLogger("HeldOutEval")  # AReaL's loggers reach outputs/<exp>
 class EvalProgress:
     """A line at most every `every_s` while the evaluation plays: episodes done of all, success so far."""
 
-    def __init__(self, total: int, every_s: float = 30.0):
-        self.total, self.every_s = total, every_s
+    def __init__(self, total: int, every_s: float = 30.0, log: Callable[[str], None] = logger.info):
+        self.total, self.every_s, self.log = total, every_s, log
         self.done = self.wins = 0
         self._last = time.monotonic()
 
@@ -42,7 +43,7 @@ class EvalProgress:
         now = time.monotonic()
         if now - self._last >= self.every_s and self.done < self.total:
             self._last = now
-            logger.info(
+            self.log(
                 f"Held-out eval: {self.done}/{self.total} episodes, success so far {self.wins / self.done:.0%}"
             )
 

@@ -3,7 +3,6 @@ logs it on rank 0), counted from the last recorded step."""
 
 from __future__ import annotations
 
-import re
 import time
 
 from cua_agent.train.progress import StepProgress
@@ -32,19 +31,18 @@ def test_a_waiting_step_prints_its_episodes_since_the_last_step_and_a_short_step
     assert not progress._thread.is_alive()
 
 
-def test_a_held_out_evaluation_reports_episodes_done_and_success_so_far(capsys):
+def test_a_held_out_evaluation_reports_episodes_done_and_success_so_far():
     from types import SimpleNamespace
 
     from cua_agent.evaluate.held_out import EvalProgress
 
-    progress = EvalProgress(total=4, every_s=0.0)
+    lines: list[str] = []
+    progress = EvalProgress(total=4, every_s=0.0, log=lines.append)  # the trainer's: its logger
     progress(SimpleNamespace(task_reward=None), final=False)  # lost to infrastructure: played again
     progress(SimpleNamespace(task_reward=1.0), final=True)
     progress(SimpleNamespace(task_reward=0.0), final=True)
     progress(SimpleNamespace(task_reward=0.0), final=True)
     progress(SimpleNamespace(task_reward=1.0), final=True)  # the last: the report says the rest
-    out = capsys.readouterr()  # AReaL's loggers write to the console (and the run's training.log)
-    lines = re.findall(r"Held-out eval: [^\n\x1b]*", out.out + out.err)
     assert lines == [
         "Held-out eval: 1/4 episodes, success so far 100%",
         "Held-out eval: 2/4 episodes, success so far 50%",
