@@ -16,9 +16,10 @@ class StepProgress:
         episodes_per_step: int,
         log: Callable[[str], None],
         every_s: float = 30.0,
+        first_step: int = 1,  # a resumed run's: the one after its checkpoint's
     ):
         self.totals, self.episodes_per_step, self.log, self.every_s = totals, episodes_per_step, log, every_s
-        self.step = 1
+        self.step = first_step
         self._base = dict(totals())
         self._since = time.monotonic()
         self._lock = threading.Lock()

@@ -310,12 +310,11 @@ class CUATrainer(PPOTrainer):
         progress = None
         if _is_rank0():
             per_rank = self.config.train_dataset.batch_size // max(1, self.actor.data_parallel_world_size)
-            self.progress = progress = StepProgress(
-                self._fault_totals, per_rank * agent.group_size, logger.info
-            )
             resumed = getattr(self, "recover_info", None)
-            if resumed is not None:  # this process's first step is the one after the checkpoint's
-                progress.step = resumed.last_step_info.global_step + 2
+            first = resumed.last_step_info.global_step + 2 if resumed is not None else 1
+            self.progress = progress = StepProgress(
+                self._fault_totals, per_rank * agent.group_size, logger.info, first_step=first
+            )
             progress.start()
         try:
             super().train(self.tracked, *args, **kwargs)

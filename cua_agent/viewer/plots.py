@@ -48,33 +48,24 @@ def _get(section: str, key: str) -> Callable[[Record], float | None]:
     return value
 
 
+def _train_and_held_out(name: str, title: str, train_key: str, eval_key: str, percent: bool = False) -> Chart:
+    """A metric of the step's training episodes beside the held-out evaluation's, where one ran."""
+    return Chart(
+        name,
+        title,
+        (Series("training episodes", _get("episodes", f"all/{train_key}")),
+         Series("held-out", _get("eval", f"eval/all/{eval_key}"))),
+        percent,
+    )  # fmt: skip
+
+
 CHARTS = (
-    Chart(
-        "success",
-        "Success rate",
-        (Series("training episodes", _get("episodes", "all/success_rate")),
-         Series("held-out", _get("eval", "eval/all/success_rate"))),
-        percent=True,
+    _train_and_held_out("success", "Success rate", "success_rate", "success_rate", percent=True),
+    _train_and_held_out("reward", "Mean task reward", "task_reward", "task_reward"),
+    _train_and_held_out(
+        "format_failures", "Format failures (share of turns)", "format_failure_rate", "format_failure_rate", True
     ),
-    Chart(
-        "reward",
-        "Mean task reward",
-        (Series("training episodes", _get("episodes", "all/task_reward")),
-         Series("held-out", _get("eval", "eval/all/task_reward"))),
-    ),
-    Chart(
-        "format_failures",
-        "Format failures (share of turns)",
-        (Series("training episodes", _get("episodes", "all/format_failure_rate")),
-         Series("held-out", _get("eval", "eval/all/format_failure_rate"))),
-        percent=True,
-    ),
-    Chart(
-        "turns",
-        "Episode length (turns)",
-        (Series("training episodes", _get("episodes", "all/episode_turns")),
-         Series("held-out", _get("eval", "eval/all/turns"))),
-    ),
+    _train_and_held_out("turns", "Episode length (turns)", "episode_turns", "turns"),
     Chart(
         "groups",
         "Groups per step",

@@ -108,6 +108,10 @@ def path_without(tmp: Path, *names: str) -> str:
     return str(bin_dir)
 
 
+def podman(*args: str) -> str:
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import SCRIPT, free_port, script_env, write_env_file
+from tests.deploy.stack import SCRIPT, free_port, podman, script_env, write_env_file
 from tests.training.harness import left_in_session
 
 pytestmark = pytest.mark.slow
@@ -33,10 +33,6 @@ ONE_STEP = [
     "agent.filter_equal_reward_groups=false",  # group's rewards equal: the filter would skip 16 groups first
     "sandbox.max_concurrency=2",
 ]
-
-
-def podman(*args: str) -> str:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 def project_containers(project: str) -> list[str]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import socket
 import stat
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import free_port, path_without, run_script, script_env, write_env_file
+from tests.deploy.stack import free_port, path_without, podman, run_script, script_env, write_env_file
 
 FLAGS = ["--config", "--compose", "--resume", "--resume_from_checkpoint", "--no-build", "--cpu", "--check"]
 
@@ -100,10 +99,6 @@ def cpu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def project_leftovers(project: str) -> list[str]:
     """The compose project's networks and podman-compose's pod: what `compose run` creates around its
     container when the stack is not up."""
-
-    def podman(*args: str) -> str:
-        return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
-
     networks = podman(
         "network", "ls", "--format", "{{.Name}}", "--filter", f"label=com.docker.compose.project={project}"
     )

@@ -6,8 +6,8 @@ for the desktops)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -50,19 +50,17 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start_viewer(folder: Path) -> tuple[subprocess.Popen, str, list[str]]:
-    """The viewer on a free port, once it listens; with what it printed before (its warnings)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    """The viewer on a port of its choosing (--port 0), once it listens; with what it printed before (its
+    warnings)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cua_agent.viewer", str(folder), "--port", str(port)],
+        [sys.executable, "-m", "cua_agent.viewer", str(folder), "--port", "0"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
     before = []
     for line in proc.stdout:
-        if line.startswith(f"viewer: http://127.0.0.1:{port}/"):
-            return proc, f"http://127.0.0.1:{port}", before
+        if listening := re.match(r"viewer: (http://127\.0\.0\.1:\d+)/ ", line):
+            return proc, listening.group(1), before
         before.append(line)
     raise AssertionError(f"the viewer exited {proc.wait()}:\n{''.join(before)}")
 
