@@ -55,7 +55,9 @@ def _session_pids(sid: int) -> list[int]:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[3]) == sid:  # field 6 of stat: session id
+            # field 6 of stat: the session id; field 3, "Z": exited, waiting to be reaped by its parent
+            # (the session leader is our child until stop() waits for it: it is not alive)
+            if int(fields[3]) == sid and fields[0] != "Z":
                 pids.append(int(entry.name))
     return pids
 

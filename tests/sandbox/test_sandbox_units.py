@@ -97,9 +97,9 @@ def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
 def test_an_unknown_backend_name_lists_the_known_ones():
     from sandbox.backends import BACKENDS, make_backend
 
-    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local\)"):
+    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local, gbox\)"):
         make_backend("vm")
-    assert BACKENDS == ("docker", "local")
+    assert BACKENDS == ("docker", "local", "gbox")
 
 
 # -- task specs ------------------------------------------------------------------------------------
@@ -366,3 +366,23 @@ async def test_acquire_refuses_a_timeout_passed_as_the_spec():
     async with _pool(FakeBackend()) as pool:
         with pytest.raises(TypeError, match="spec must be a SandboxSpec"):
             await pool.acquire(30.0)  # type: ignore[arg-type]
+
+
+def test_stopping_a_session_does_not_wait_on_its_own_zombies():
+    """A box's session leader is our child: once killed it is a zombie until we reap it, which is after
+    kill_session returns. Counting it as alive made every local box's stop wait both grace periods (6 s)."""
+    import subprocess
+    import time
+
+    from sandbox.backends.local import kill_session
+
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        kill_session(proc.pid, grace=3.0)
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -15  # it ended at the SIGTERM
+    assert took < 1.0, f"kill_session took {took:.1f}s"
