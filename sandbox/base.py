@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.client import SandboxClient
+from sandbox.client import ControlClient, SandboxClient
 
 LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
 
@@ -102,7 +102,7 @@ class Sandbox:
 
     id: str
     backend: Backend
-    client: SandboxClient
+    client: ControlClient
     spec: SandboxSpec
     created: float = field(default_factory=time.time)
     meta: dict[str, Any] = field(default_factory=dict)

@@ -3,11 +3,29 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
+
+
+class ControlClient(Protocol):
+    """What a Sandbox needs from its connection to a box: SandboxClient (the control server's socket) or
+    the gbox backend's GboxBoxClient (GBox's API)."""
+
+    where: str
+
+    async def health(self, timeout: float = 5.0) -> dict[str, Any]: ...
+    async def screenshot(self, max_width: int | None = None, max_height: int | None = None) -> bytes: ...
+    async def act(self, action: dict[str, Any]) -> dict[str, Any]: ...
+    async def step(
+        self, action: dict[str, Any], max_width: int | None = None, max_height: int | None = None
+    ) -> tuple[dict[str, Any], bytes]: ...
+    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]: ...
+    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]: ...
+    async def oracle(self) -> dict[str, Any]: ...
+    async def aclose(self) -> None: ...
 
 
 class SandboxClient:

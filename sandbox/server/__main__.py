@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ.pop("CUA_SANDBOX_TOKEN")  # apps started in the box do not inherit it
 
-    display = Display(args.width, args.height, display=args.display)
+    # An existing display is a desktop that has its own window manager (a GBox box's).
+    display = Display(args.width, args.height, display=args.display, window_manager=args.display is None)
     ctl = Controller(display)
     srv = make_server(ctl, token, args.socket, args.port)
     stopping = threading.Event()

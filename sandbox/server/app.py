@@ -150,6 +150,12 @@ class Controller:
                 raise TaskError("no task has been reset")
             return {"task_id": self.task_id, **self.active.evaluate(float(wait_s))}
 
+    def status(self) -> dict[str, Any]:
+        """Whether the task ended its episode: what /step reports as task_done, for a client whose
+        actions reach the screen another way (the gbox backend acts through GBox's own action API)."""
+        with self.lock:
+            return {"task_id": self.task_id, "task_done": self.active is not None and self.active.finished()}
+
     def oracle(self) -> Mapping[str, Any]:
         with self.lock:
             if self.active is None:
@@ -222,6 +228,7 @@ def make_handler(ctl: Controller, token: str) -> type[BaseHTTPRequestHandler]:
                     ("POST", "/task/reset"): lambda: ctl.reset(body),
                     ("POST", "/task/evaluate"): lambda: ctl.evaluate(body),
                     ("GET", "/task/oracle"): lambda: ctl.oracle(),
+                    ("GET", "/task/status"): lambda: ctl.status(),
                 }
                 if (method, url.path) == ("POST", "/step"):
                     result, png = ctl.step(body)

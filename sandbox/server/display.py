@@ -176,13 +176,17 @@ class Display:
         return changed_at is not None
 
     def screenshot_png(self, max_width: int | None = None, max_height: int | None = None) -> bytes:
-        img = self.grab()
-        mw, mh = max_width or img.width, max_height or img.height
-        scale = min(mw / img.width, mh / img.height, 1.0)
-        if scale < 1.0:
-            img = img.resize(
-                (max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.BILINEAR
-            )
-        buf = io.BytesIO()
-        img.save(buf, format="PNG", compress_level=1)
-        return buf.getvalue()
+        return png_within(self.grab(), max_width, max_height)
+
+
+def png_within(img: Image.Image, max_width: int | None = None, max_height: int | None = None) -> bytes:
+    """The screenshot the policy sees: scaled down (never up) to fit, PNG. One rule for every backend."""
+    mw, mh = max_width or img.width, max_height or img.height
+    scale = min(mw / img.width, mh / img.height, 1.0)
+    if scale < 1.0:
+        img = img.resize(
+            (max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.BILINEAR
+        )
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
