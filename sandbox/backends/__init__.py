@@ -8,7 +8,7 @@ from typing import Any
 from sandbox.base import Backend
 
 # Where boxes run: the one list of backend names (configs, scripts and make_backend check against it).
-BACKENDS = ("docker", "local")
+BACKENDS = ("docker", "local", "gbox")
 
 
 def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> Backend:
@@ -35,6 +35,10 @@ def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> 
         )
     if docker_hosts:
         raise ValueError(f"docker_hosts: only for the docker backend, not {name!r}")
+    if name == "gbox":
+        from sandbox.backends.gbox import GboxBackend
+
+        return GboxBackend(**kwargs)
     from sandbox.backends.local import LocalBackend
 
     return LocalBackend(**kwargs)

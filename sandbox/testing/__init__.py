@@ -1,0 +1,1 @@
+"""Test doubles of external services, backed by real local sandboxes."""
