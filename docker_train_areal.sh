@@ -195,7 +195,12 @@ preflight_config() {
   esac
   local backend fsdp
   backend="$(yaml_value "$config" sandbox backend)"
-  [ "$backend" = docker ] || problem "$config: sandbox.backend is '$backend'; the trainer container starts sandboxes through the Docker API only (sandbox.backend=docker)"
+  case "$backend" in
+    docker) ;;
+    gbox) [ -n "${GBOX_API_KEY:-}" ] \
+            || problem "$config: sandbox.backend is gbox but GBOX_API_KEY is empty (set it in $ENV_FILE)" ;;
+    *) problem "$config: sandbox.backend is '$backend'; the trainer container starts sandboxes through the Docker API (sandbox.backend=docker) or on GBox (gbox)" ;;
+  esac
   fsdp="$(yaml_value "$config" actor backend)"
   [[ "$fsdp" =~ ^fsdp:d([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" != "$NPROC" ] \
     && problem "$config: actor.backend=$fsdp trains on ${BASH_REMATCH[1]} process(es) but TRAINER_NPROC=$NPROC"

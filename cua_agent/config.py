@@ -167,7 +167,9 @@ class AgentConfig:
 
 @dataclass
 class SandboxConfig:
-    backend: str = "docker"  # "docker" (Docker or podman through docker-py) | "local" (host processes)
+    # "docker" (Docker or podman through docker-py) | "local" (host processes) | "gbox" (GBox cloud desktops:
+    # GBOX_API_KEY, and GBOX_CLIENT_BASE_URL for another endpoint, from the environment or .env)
+    backend: str = "docker"
     image: str = "cua-sandbox:latest"
     max_concurrency: int = 4
     warm: int = 0  # sandboxes kept started ahead of demand
@@ -176,6 +178,11 @@ class SandboxConfig:
     # e.g. ["unix:///run/cua/podman.sock", "unix:///run/cua/podman2.sock"]; empty = DOCKER_HOST or the
     # podman default. Engines on this machine: the boxes' control sockets are unix sockets.
     docker_hosts: list[str] = field(default_factory=list)
+    # gbox: a box's lifetime on GBox (its backstop if every process that could reap it is gone), and a
+    # shell command run in each new box before the task harness starts (e.g. installing what the box's
+    # image lacks: chromium, chromium-driver, xdotool, requirements/sandbox.txt).
+    gbox_expires_in_s: float = 3600.0
+    gbox_setup_command: str = ""
 
     def __post_init__(self) -> None:
         _check(
@@ -201,6 +208,11 @@ class SandboxConfig:
             check_docker_hosts(list(self.docker_hosts), "sandbox.docker_hosts")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        _check(
+            self.gbox_expires_in_s >= 60,
+            "sandbox.gbox_expires_in_s",
+            f"must be >= 60 (a box that expires mid-episode is lost), got {self.gbox_expires_in_s}",
+        )
         _check(
             not self.docker_hosts or self.backend == "docker",
             "sandbox.docker_hosts",

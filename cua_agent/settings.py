@@ -35,6 +35,14 @@ class Settings(BaseSettings):
         validation_alias="OPENAI_API_KEY",
         description="evaluation against a hosted OpenAI-compatible API",
     )
+    gbox_api_key: SecretStr | None = Field(
+        None, validation_alias="GBOX_API_KEY", description="GBox sandboxes (sandbox.backend: gbox)"
+    )
+    gbox_base_url: str | None = Field(
+        None,
+        validation_alias="GBOX_CLIENT_BASE_URL",
+        description="GBox API endpoint (default: the GBox cloud's)",
+    )
     cua_home: Path = Field(
         Path.home() / ".cache" / "cua-areal", validation_alias="CUA_HOME", description="environments, models"
     )
@@ -45,11 +53,13 @@ class Settings(BaseSettings):
 
     def export(self) -> None:
         """Put values that came from `.env` into os.environ for libraries that read the environment
-        themselves (wandb, huggingface_hub, docker-py)."""
+        themselves (wandb, huggingface_hub, docker-py, gbox-sdk)."""
         pairs = {
             "WANDB_API_KEY": self.wandb_api_key.get_secret_value() if self.wandb_api_key else None,
             "HF_TOKEN": self.hf_token.get_secret_value() if self.hf_token else None,
             "DOCKER_HOST": self.docker_host,
+            "GBOX_API_KEY": self.gbox_api_key.get_secret_value() if self.gbox_api_key else None,
+            "GBOX_CLIENT_BASE_URL": self.gbox_base_url,
         }
         for key, value in pairs.items():
             if value and key not in os.environ:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Removes leftover sandboxes (manual cleanup; pools also reap at start).
 
-python scripts/reap_sandboxes.py             # boxes whose owner process is gone (docker and local)
+python scripts/reap_sandboxes.py             # boxes whose owner process is gone (docker, local, and gbox
+                                             # when GBOX_API_KEY is set: environment or .env)
 python scripts/reap_sandboxes.py --all       # every cua sandbox on this host, running owners included
 python scripts/reap_sandboxes.py --list      # show, remove nothing
 python scripts/reap_sandboxes.py --run-id X  # the boxes of one run
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 
+from cua_agent.settings import Settings
 from sandbox.backends import BACKENDS, make_backend
 from sandbox.base import owner_alive
 
@@ -38,6 +40,7 @@ def main() -> int:
     )
     ap.add_argument("--config", type=Path, help="also cover the sandbox.docker_hosts of this training YAML")
     args = ap.parse_args()
+    Settings().export()  # GBOX_API_KEY and DOCKER_HOST from .env too
     hosts = list(args.docker_host)
     if args.config:
         section = (yaml.safe_load(args.config.read_text()) or {}).get("sandbox") or {}

@@ -29,7 +29,12 @@ class RolloutSandboxes:
         return SandboxSpec.from_dict(row.get("sandbox"), base=self.spec)
 
     def _backend(self) -> Backend:
-        return make_backend(self.config.backend, docker_hosts=self.config.docker_hosts)
+        cfg = self.config
+        if cfg.backend == "gbox":
+            return make_backend(
+                "gbox", expires_in_s=cfg.gbox_expires_in_s, setup_command=cfg.gbox_setup_command
+            )
+        return make_backend(cfg.backend, docker_hosts=cfg.docker_hosts)
 
     async def pool(self) -> SandboxPool:
         """Created on first use, in the event loop that runs the episodes."""
@@ -55,9 +60,12 @@ class RolloutSandboxes:
             backend = self._backend()  # docker-py connects here already
             backend.list_boxes()
         except Exception as exc:
+            fix = {
+                "gbox": "check GBOX_API_KEY and GBOX_CLIENT_BASE_URL (environment or .env)",
+                "local": "run `make setup`",
+            }.get(self.config.backend, "for podman run `make setup`, or point DOCKER_HOST at a Docker engine")
             raise SandboxError(
-                f"sandbox backend {self.config.backend!r} is unreachable ({type(exc).__name__}: {exc}); "
-                "for podman run `make setup`, or point DOCKER_HOST at a Docker engine"
+                f"sandbox backend {self.config.backend!r} is unreachable ({type(exc).__name__}: {exc}); {fix}"
             ) from exc
         finally:
             close = getattr(backend, "close", None)

@@ -374,6 +374,10 @@ def check(
                 f"{worst.field}: {budget.name} needs {budget.total / GiB:.0f} GiB, {budget.capacity / GiB:.0f} "
                 f"GiB {budget.where}; the largest share is {worst.what} ({worst.nbytes / GiB:.0f} GiB)"
             )
+    if config.sandbox.backend == "gbox" and not gbox_key_set():
+        problems.append(
+            "sandbox.backend: gbox needs GBOX_API_KEY (in the environment or .env; env.example lists it)"
+        )
     boxes_needed = math.ceil(config.rollout.max_concurrent_rollouts / w.dp) * config.agent.group_size
     if config.sandbox.max_concurrency < boxes_needed:
         notes.append(
@@ -386,6 +390,12 @@ def check(
             f"agent.max_turns={config.agent.max_turns} has no effect beyond {w.turns}: the task rows cap turns"
         )
     return [train, load, host, disk], problems, notes
+
+
+def gbox_key_set() -> bool:
+    from cua_agent.settings import Settings
+
+    return Settings().gbox_api_key is not None and bool(Settings().gbox_api_key.get_secret_value())
 
 
 def main(config: CUAGRPOConfig, argv: list[str]) -> int:

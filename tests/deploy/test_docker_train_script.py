@@ -181,7 +181,11 @@ def test_disk_space(tmp_path):
     [
         (
             ["sandbox.backend=local"],
-            "configs/local_cpu.yaml: sandbox.backend is 'local'; the trainer container starts sandboxes through the Docker API only (sandbox.backend=docker)",
+            "configs/local_cpu.yaml: sandbox.backend is 'local'; the trainer container starts sandboxes through the Docker API (sandbox.backend=docker) or on GBox (gbox)",
+        ),
+        (
+            ["sandbox.backend=gbox"],
+            "configs/local_cpu.yaml: sandbox.backend is gbox but GBOX_API_KEY is empty (set it in {env})",
         ),
         (["--config", "configs/missing.yaml"], "config not found: configs/missing.yaml (--config)"),
         (
@@ -193,8 +197,16 @@ def test_disk_space(tmp_path):
             "--resume_from_checkpoint /tmp: must be under the outputs directory {out} (CUA_OUTPUT_DIR), the only host directory the trainer sees",
         ),
     ],
-    ids=["local-backend", "missing-config", "config-outside", "resume-outside"],
+    ids=["local-backend", "gbox-without-key", "missing-config", "config-outside", "resume-outside"],
 )
 def test_bad_run_arguments(tmp_path, args, expected):
-    problems = failures(run_script(["--cpu", "--check", *args], cpu_env(tmp_path)))
-    assert problems == [expected.format(out=tmp_path / "outputs")]
+    env = cpu_env(tmp_path)
+    problems = failures(run_script(["--cpu", "--check", *args], env))
+    assert problems == [expected.format(out=tmp_path / "outputs", env=env.get("CUA_ENV_FILE", ".env"))]
+
+
+def test_a_gbox_run_with_its_key_passes_the_backend_check(tmp_path):
+    # A disk problem makes the preflight fail where it would otherwise go on to start containers.
+    env = cpu_env(tmp_path, GBOX_API_KEY="gbox-key", CUA_MIN_FREE_GB="100000000")
+    problems = failures(run_script(["--cpu", "--check", "sandbox.backend=gbox"], env))
+    assert problems and not [p for p in problems if "sandbox.backend" in p], problems

@@ -174,3 +174,23 @@ def test_a_hub_id_needs_only_its_config_files_in_the_cache(tmp_path, monkeypatch
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert model_shape(hub_id, (1280, 800)) == shape("qwen2.5-vl-7b")
+
+
+def test_a_gbox_config_needs_its_api_key_and_no_other_config_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("GBOX_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no .env here to supply it
+    cfg = ("configs/cua_grpo.yaml", "qwen2.5-vl-7b")
+    _, problems, _ = run_check(tmp_path, *cfg, "sandbox.backend=gbox")
+    assert problems == [
+        "sandbox.backend: gbox needs GBOX_API_KEY (in the environment or .env; env.example lists it)"
+    ]
+    assert run_check(tmp_path, *cfg)[1] == []  # docker: no key asked for
+    (tmp_path / ".env").write_text("GBOX_API_KEY=gbox-key-from-dotenv\n")
+    assert run_check(tmp_path, *cfg, "sandbox.backend=gbox")[1] == []
+
+
+def test_gbox_settings_are_validated_by_name(tmp_path):
+    from cua_agent.config import ConfigError
+
+    with pytest.raises(ConfigError, match="sandbox.gbox_expires_in_s: must be >= 60"):
+        load(tmp_path, "sandbox.backend=gbox", "sandbox.gbox_expires_in_s=10", config="configs/cua_grpo.yaml")
