@@ -192,5 +192,5 @@ def test_a_gbox_config_needs_its_api_key_and_no_other_config_does(tmp_path, monk
 def test_gbox_settings_are_validated_by_name(tmp_path):
     from cua_agent.config import ConfigError
 
-    with pytest.raises(ConfigError, match="sandbox.gbox_expires_in_s: must be >= 60"):
+    with pytest.raises(ConfigError, match=r"sandbox\.gbox_expires_in_s: must be >= 60"):
         load(tmp_path, "sandbox.backend=gbox", "sandbox.gbox_expires_in_s=10", config="configs/cua_grpo.yaml")
