@@ -61,24 +61,25 @@ def new_token() -> str:
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """How to start a box: its image and resources. Not where it runs: that is the backend's (the run's
-    deployment choice), so boxes of several specs can share one pool."""
+    """How to start a box: its image and resources, and where it runs when a task says so (`backend`;
+    None: the run's `sandbox.backend`). Boxes of several specs, on several backends, share one pool."""
 
     image: str = "cua-sandbox:latest"
     memory_mb: int = 1536
     cpus: float = 1.0
     pids: int = 512
     screen: tuple[int, int] = (1280, 800)
+    backend: str | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, base: SandboxSpec | None = None) -> SandboxSpec:
-        """A task's `sandbox` block, {image, resources: {memory_mb, cpus, pids, screen}}, over `base` (the
-        run's defaults; none: this class's): what the block names wins, the rest comes from `base`."""
+        """A task's `sandbox` block, {backend, image, resources: {memory_mb, cpus, pids, screen}}, over `base`
+        (the run's defaults; none: this class's): what the block names wins, the rest comes from `base`."""
         base = base or cls()
         d = d or {}
         res = d.get("resources") or {}
         # Validation with file and line is sandbox.tasks'; this only refuses to drop a field silently.
-        unknown = sorted(set(d) - {"image", "resources"}) + sorted(
+        unknown = sorted(set(d) - {"backend", "image", "resources"}) + sorted(
             f"resources.{k}" for k in set(res) - {"memory_mb", "cpus", "pids", "screen"}
         )
         if unknown:
@@ -93,6 +94,7 @@ class SandboxSpec:
             cpus=float(res.get("cpus", base.cpus)),
             pids=int(res.get("pids", base.pids)),
             screen=(int(screen[0]), int(screen[1])),
+            backend=d.get("backend", base.backend),
         )
 
 

@@ -7,9 +7,9 @@
 `instruction` null means the box writes it at reset (MiniWoB utterances depend on the seed); a string
 overrides it. `seeds` is a half-open range [lo, hi). Errors name the file, line and field.
 
-`sandbox` is what this task's box needs, over the run's defaults (`TaskSpec.sandbox_spec`): `image` (absent:
-the run's image) and `resources` (absent ones: the run's); a row without `sandbox` takes the run's box. Where boxes run is not the task's to say: the
-backend is the run's choice, and a row that names one is an error.
+`sandbox` is what this task's box needs, over the run's defaults (`TaskSpec.sandbox_spec`): `backend` (where
+it runs: one of sandbox.backends.BACKENDS; absent: the run's `sandbox.backend`), `image` (absent: the run's
+image) and `resources` (absent ones: the run's); a row without `sandbox` takes the run's box.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.backends import BACKENDS
 from sandbox.base import SandboxSpec
 
 SPLITS = ("train", "val", "test")
 TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags"}
-SANDBOX_FIELDS = {"image", "resources"}
+SANDBOX_FIELDS = {"backend", "image", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "screen"}
 _TASK_ID = re.compile(r"^(miniwob|desktop)/[a-z0-9][a-z0-9-]*$")
 
@@ -103,10 +104,10 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
     sb = obj.get("sandbox", {})  # absent: the run's defaults
     _check(isinstance(sb, dict), where, "sandbox", "must be an object")
     _check(
-        "backend" not in sb,
+        sb.get("backend", BACKENDS[0]) in BACKENDS,
         where,
         "sandbox.backend",
-        "a task does not choose the backend: it is chosen by sandbox.backend in the config",
+        f"must be one of {', '.join(BACKENDS)} (absent: the run's sandbox.backend), got {sb.get('backend')!r}",
     )
     unknown = set(sb) - SANDBOX_FIELDS
     _check(not unknown, where, f"sandbox.{sorted(unknown)[0] if unknown else ''}", "unknown field")

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from sandbox.backends import make_backend
+from sandbox.backends.routed import RoutedBackend
 from sandbox.base import Backend, SandboxSpec
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
@@ -25,16 +26,23 @@ class RolloutSandboxes:
         self._lock: asyncio.Lock | None = None
 
     def spec_for(self, row: dict[str, Any]) -> SandboxSpec:
-        """The box a task row needs: its `sandbox` block (image, resources) over the run's defaults."""
+        """The box a task row needs: its `sandbox` block (backend, image, resources) over the run's defaults."""
         return SandboxSpec.from_dict(row.get("sandbox"), base=self.spec)
 
     def _backend(self) -> Backend:
+        """The run's backend, and those task rows name (`sandbox.backend`), behind one Backend."""
+        return RoutedBackend(self.config.backend, self._make_backend)
+
+    def _make_backend(self, name: str, run_id: str) -> Backend:
         cfg = self.config
-        if cfg.backend == "gbox":
+        if name == "gbox":
             return make_backend(
-                "gbox", expires_in_s=cfg.gbox_expires_in_s, setup_command=cfg.gbox_setup_command
+                "gbox",
+                run_id=run_id,
+                expires_in_s=cfg.gbox_expires_in_s,
+                setup_command=cfg.gbox_setup_command,
             )
-        return make_backend(cfg.backend, docker_hosts=cfg.docker_hosts)
+        return make_backend(name, docker_hosts=cfg.docker_hosts if name == "docker" else (), run_id=run_id)
 
     async def pool(self) -> SandboxPool:
         """Created on first use, in the event loop that runs the episodes."""
@@ -74,7 +82,7 @@ class RolloutSandboxes:
 
     def remove_own(self) -> list[str]:
         """Last resort at a forced exit: remove this process's boxes directly through the backend."""
-        backend = self._backend()
+        backend = self._pool.backend if self._pool is not None else self._backend()  # the backends in use
         mine = [b["id"] for b in backend.list_boxes() if b["labels"].get("cua.owner_pid") == str(os.getpid())]
         for box_id in mine:
             backend.remove_sync(box_id)

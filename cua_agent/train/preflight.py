@@ -374,9 +374,15 @@ def check(
                 f"{worst.field}: {budget.name} needs {budget.total / GiB:.0f} GiB, {budget.capacity / GiB:.0f} "
                 f"GiB {budget.where}; the largest share is {worst.what} ({worst.nbytes / GiB:.0f} GiB)"
             )
-    if config.sandbox.backend == "gbox" and not gbox_key_set():
+    gbox_rows = any((r.get("sandbox") or {}).get("backend") == "gbox" for r in rows)
+    if (config.sandbox.backend == "gbox" or gbox_rows) and not gbox_key_set():
         problems.append(
-            "sandbox.backend: gbox needs GBOX_API_KEY (in the environment or .env; env.example lists it)"
+            (
+                "sandbox.backend: gbox needs"
+                if config.sandbox.backend == "gbox"
+                else "tasks.train_path: rows on gbox need"
+            )
+            + " GBOX_API_KEY (in the environment or .env; env.example lists it)"
         )
     boxes_needed = math.ceil(config.rollout.max_concurrent_rollouts / w.dp) * config.agent.group_size
     if config.sandbox.max_concurrency < boxes_needed:

@@ -180,3 +180,29 @@ async def test_a_sigkilled_owners_boxes_are_reaped_by_label(gbox):
     await pool.close()
     assert probe.list_boxes(run_id=run_id) == []
     assert box_id not in gbox.running()
+
+
+async def test_a_run_on_local_desktops_puts_the_rows_that_say_gbox_on_gbox(gbox, monkeypatch):
+    from cua_agent.config import SandboxConfig
+    from cua_agent.rollout.sandboxes import RolloutSandboxes
+
+    for key, value in gbox.env.items():
+        monkeypatch.setenv(key, value)
+    sandboxes = RolloutSandboxes(SandboxConfig(backend="local", max_concurrency=2))
+    pool = await sandboxes.pool()
+    try:
+        rows = [
+            {"task_id": "miniwob/click-test"},
+            {"task_id": "miniwob/click-test", "sandbox": {"backend": "gbox"}},
+        ]
+        boxes = [await pool.acquire(sandboxes.spec_for(row)) for row in rows]
+        assert [sb.backend.name for sb in boxes] == ["local", "gbox"]
+        assert boxes[1].id in gbox.running()
+        for sb in boxes:
+            await sb.reset("miniwob/click-test", 11)
+            await solve(sb)
+            assert (await sb.evaluate(wait_s=1.0))["reward"] == 1.0
+            await pool.release(sb)
+    finally:
+        await sandboxes.close()
+    assert gbox.running() == []

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox.base import Backend, Sandbox, SandboxSpec
-from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
+from sandbox.errors import SandboxDied, SandboxError, SandboxStartError, SandboxTimeout
 from sandbox.oracles import supported_tasks
 from sandbox.pool import SandboxPool
 from sandbox.server.xdotool import ActionError, to_xdotool
@@ -187,14 +187,18 @@ def test_a_row_without_a_sandbox_block_takes_the_runs_box():
     assert parse_task(row).sandbox_spec(run) == run
 
 
-def test_a_row_naming_a_backend_is_refused_with_where_to_choose_it(tmp_path):
+def test_a_row_may_choose_its_backend_from_the_known_ones(tmp_path):
     path = tmp_path / "t.jsonl"
-    row = {**GOOD, "sandbox": {**GOOD["sandbox"], "backend": "docker"}}
-    path.write_text(json.dumps(row) + "\n")
+    rows = [{**GOOD, "sandbox": {**GOOD["sandbox"], "backend": b}} for b in ("gbox", "vm")]
+    path.write_text(json.dumps(rows[0]) + "\n")
+    assert load_tasks(path)[0].sandbox_spec().backend == "gbox"
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "\n")
     with pytest.raises(TaskSpecError) as err:
         load_tasks(path)
-    assert "t.jsonl:1: field 'sandbox.backend'" in str(err.value)
-    assert "chosen by sandbox.backend in the config" in str(err.value)
+    assert "t.jsonl:2: field 'sandbox.backend'" in str(err.value)
+    assert "must be one of docker, local, gbox (absent: the run's sandbox.backend), got 'vm'" in str(
+        err.value
+    )
 
 
 def test_a_rows_sandbox_block_overrides_the_runs_defaults():
@@ -208,8 +212,11 @@ def test_a_rows_sandbox_block_overrides_the_runs_defaults():
         image="cua-office:1", memory_mb=2048, cpus=2.0, screen=(1024, 768)
     )
     assert SandboxSpec.from_dict(None, base=run) == run
-    with pytest.raises(ValueError, match=r"sandbox\.backend"):
-        SandboxSpec.from_dict({"backend": "docker"})
+    assert SandboxSpec.from_dict({"backend": "gbox"}, base=run) == SandboxSpec(
+        image="cua-sandbox:abc123", memory_mb=2048, cpus=2.0, backend="gbox"
+    )
+    with pytest.raises(ValueError, match=r"sandbox\.host"):
+        SandboxSpec.from_dict({"host": "docker"})
     # What a training row carries is what the task file says, so the run's image applies where it names none.
     assert parse_task(desktop.to_dict()).sandbox == {
         "resources": {"memory_mb": 1024, "cpus": 1.0, "pids": 512, "screen": "1280x800"}
@@ -386,3 +393,48 @@ def test_stopping_a_session_does_not_wait_on_its_own_zombies():
         proc.wait()
     assert proc.returncode == -15  # it ended at the SIGTERM
     assert took < 1.0, f"kill_session took {took:.1f}s"
+
+
+async def test_one_pool_starts_each_box_on_the_backend_its_spec_names():
+    from sandbox.backends.routed import RoutedBackend
+
+    made: dict[str, FakeBackend] = {}
+
+    def make(name: str, run_id: str) -> FakeBackend:
+        made[name] = FakeBackend()
+        made[name].run_id = run_id
+        return made[name]
+
+    routed = RoutedBackend("docker", make, run_id="run-1")
+    assert list(made) == ["docker"]  # the default at once, the others on first use
+    async with _pool(routed, max_size=3) as pool:
+        on_gbox = await pool.acquire(SandboxSpec(backend="gbox"))
+        default = await pool.acquire(SandboxSpec())
+        assert on_gbox.backend is made["gbox"] and default.backend is made["docker"]
+        assert made["gbox"].run_id == made["docker"].run_id == "run-1"  # one run id: its labels cover all
+        assert {(b["id"], b["backend"]) for b in routed.list_boxes()} == {
+            (on_gbox.id, "gbox"),
+            (default.id, "docker"),
+        }
+        routed.remove_sync(on_gbox.id)  # by the backend that started it (ids may repeat across backends)
+        assert on_gbox.id not in made["gbox"].boxes and default.id in made["docker"].boxes
+        await pool.release(default)
+    assert made["docker"].boxes == {} and made["gbox"].boxes == {}
+
+
+def test_a_backend_in_use_that_cannot_list_is_skipped_but_the_default_must_answer(monkeypatch):
+    from sandbox.backends import routed as module
+    from sandbox.backends.routed import RoutedBackend
+
+    warned: list[str] = []
+    monkeypatch.setattr(module.log, "warning", lambda msg, *args: warned.append(msg % args))
+
+    class Down(FakeBackend):
+        def list_boxes(self, run_id=None):
+            raise SandboxError("unreachable")
+
+    routed = RoutedBackend("docker", lambda name, rid: Down() if name == "gbox" else FakeBackend())
+    routed.backend("gbox")
+    assert routed.list_boxes() == [] and warned == ["listing the boxes on gbox failed, skipped: unreachable"]
+    with pytest.raises(SandboxError):
+        RoutedBackend("docker", lambda name, rid: Down()).list_boxes()

@@ -1,0 +1,84 @@
+"""One pool over several backends: each box starts where its spec says (`SandboxSpec.backend`, a task row's
+`sandbox.backend`), else on the run's default backend. So one run can keep MiniWoB on docker and put a
+task family on GBox; the pool does not know.
+
+- backends are made on first use (`make(name, run_id)`), all with the run's id, so labels, listing and
+  the exit cleanup by run id cover every box the run started
+- a box is removed by the backend that started or listed it
+- listing and reaping cover the default backend and every backend in use; one that does not answer is
+  logged and skipped, so the others are still cleaned (orphans of a backend this run never used are
+  `scripts/reap_sandboxes.py`'s, and a GBox box's `expiresIn` ends it anyway)
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.base import Backend, Sandbox, SandboxSpec
+
+log = logging.getLogger(__name__)
+
+
+class RoutedBackend(Backend):
+    name = "routed"
+
+    def __init__(self, default: str, make: Callable[[str, str], Backend], run_id: str | None = None) -> None:
+        super().__init__(run_id)
+        self.default, self._make = default, make
+        self._backends: dict[str, Backend] = {}
+        self._owner: dict[str, str] = {}  # box id -> backend name
+        self._lock = threading.Lock()  # removal runs in worker threads and exit handlers
+        self.backend(default)  # the default is connected now: a dead one fails the run's preflight
+
+    def backend(self, name: str | None = None) -> Backend:
+        name = name or self.default
+        with self._lock:
+            b = self._backends.get(name)
+        if b is None:
+            b = self._make(name, self.run_id)
+            with self._lock:
+                b = self._backends.setdefault(name, b)
+        return b
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        name = spec.backend or self.default
+        sb = await self.backend(name).start(spec)  # sb.backend is that backend: Sandbox.close goes there
+        with self._lock:
+            self._owner[sb.id] = name
+        return sb
+
+    async def stop(self, sb: Sandbox) -> None:
+        with self._lock:
+            self._owner.pop(sb.id, None)
+        await sb.backend.stop(sb)
+
+    def remove_sync(self, box_id: str) -> None:
+        with self._lock:
+            name = self._owner.pop(box_id, self.default)
+        self.backend(name).remove_sync(box_id)
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            backends = dict(self._backends)
+        out = []
+        for name, b in backends.items():
+            try:
+                boxes = b.list_boxes(run_id)
+            except Exception as exc:
+                if name == self.default:
+                    raise  # as a single backend would: its engine is down
+                log.warning("listing the boxes on %s failed, skipped: %s", name, exc)
+                continue
+            with self._lock:
+                self._owner.update((box["id"], name) for box in boxes)
+            out += [{**box, "backend": name} for box in boxes]
+        return out
+
+    def close(self) -> None:
+        for b in list(self._backends.values()):
+            close = getattr(b, "close", None)
+            if close is not None:
+                close()
