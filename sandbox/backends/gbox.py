@@ -52,7 +52,7 @@ from sandbox.errors import (
     SandboxTimeout,
 )
 from sandbox.server.display import png_within
-from sandbox.server.protocol import ActionError, normalize_keys
+from sandbox.server.protocol import ActionError, check_wait_change, normalize_keys
 from sandbox.server.xdotool import to_xdotool
 
 SCROLL_PX = 100  # GBox scrolls in pixels; one wheel click of the wire protocol is this many
@@ -242,49 +242,42 @@ class GboxBoxClient:
         return await asyncio.to_thread(decode_and_fit)
 
     async def act(self, action: dict[str, Any]) -> dict[str, Any]:
-        try:
-            cmd = to_xdotool(action, *self.screen)  # validation, as the control server does it
+        try:  # validated as the control server validates it: refused alike on every backend
+            cmd = to_xdotool(action, *self.screen)
+            wait_change = check_wait_change(action)
             keys = gbox_keys(action.get("keys")) if cmd.type == "key" else []
         except ActionError as exc:
             raise SandboxRequestError(400, str(exc)) from None
-        wait_change = action.get("wait_change_s", 0)
-        if (
-            isinstance(wait_change, bool)
-            or not isinstance(wait_change, int | float)
-            or not 0 <= wait_change <= 5
-        ):
-            raise SandboxRequestError(400, "'wait_change_s' must be a number in [0, 5]")
         t0 = time.monotonic()
         before = await self._digest() if wait_change else b""
         await self._send(cmd.type, action, keys, cmd.wait_s)
         result: dict[str, Any] = {"ok": True, "type": cmd.type}
         if wait_change:
-            result["changed"] = await self._wait_for_change(before, float(wait_change))
+            result["changed"] = await self._wait_for_change(before, wait_change)
         result["elapsed_ms"] = round((time.monotonic() - t0) * 1000, 1)
         return result
 
     async def _send(self, kind: str, a: dict[str, Any], keys: list[str], wait_s: float) -> None:
-        acts, box = self._api.actions, self.box_id
+        acts = self._api.actions
         xy = {"x": round(a.get("x", 0)), "y": round(a.get("y", 0))}
         if kind in ("click", "double_click", "right_click"):
             button = a.get("button", "right" if kind == "right_click" else "left")
-            call = lambda: acts.click(box, **xy, button=button, double=kind == "double_click")  # noqa: E731
+            send, kw = acts.click, {**xy, "button": button, "double": kind == "double_click"}
         elif kind == "move":
-            call = lambda: acts.move(box, **xy)  # noqa: E731
+            send, kw = acts.move, xy
         elif kind == "drag":
-            end = {"x": round(a["to_x"]), "y": round(a["to_y"])}
-            call = lambda: acts.drag(box, start=xy, end=end)  # noqa: E731
+            send, kw = acts.drag, {"start": xy, "end": {"x": round(a["to_x"]), "y": round(a["to_y"])}}
         elif kind == "scroll":
-            sx, sy = round(a.get("dx", 0)) * SCROLL_PX, round(a.get("dy", 0)) * SCROLL_PX
-            call = lambda: acts.scroll(box, **xy, scroll_x=sx, scroll_y=sy)  # noqa: E731
+            dx, dy = round(a.get("dx", 0)), round(a.get("dy", 0))
+            send, kw = acts.scroll, {**xy, "scroll_x": dx * SCROLL_PX, "scroll_y": dy * SCROLL_PX}
         elif kind == "type":
-            call = lambda: acts.type(box, text=a["text"])  # noqa: E731
+            send, kw = acts.type, {"text": a["text"]}
         elif kind == "key":
-            call = lambda: acts.press_key(box, keys=keys, combination=True)  # noqa: E731
+            send, kw = acts.press_key, {"keys": keys, "combination": True}
         else:  # wait: GBox has no such action; the box just runs on
             await asyncio.sleep(wait_s)
             return
-        await self._once(f"{self.where}: {kind}", call)
+        await self._once(f"{self.where}: {kind}", lambda: send(self.box_id, **kw))
 
     async def _digest(self) -> bytes:
         return hashlib.blake2b(await self.screenshot(), digest_size=16).digest()

@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sandbox.server.display import Display, DisplayError
+from sandbox.server.protocol import check_wait_change
 from sandbox.server.runtimes.base import Runtime, TaskError
 from sandbox.server.xdotool import ActionError, to_xdotool
 
@@ -94,13 +95,7 @@ class Controller:
 
     def action(self, body: Any) -> dict[str, Any]:
         act = to_xdotool(body, self.display.width, self.display.height)
-        wait_change = body.get("wait_change_s", 0)
-        if (
-            isinstance(wait_change, bool)
-            or not isinstance(wait_change, int | float)
-            or not 0 <= wait_change <= 5
-        ):
-            raise ActionError("'wait_change_s' must be a number in [0, 5]")
+        wait_change = check_wait_change(body)
         t0 = time.monotonic()
         with self.lock:
             before = self.display.frame_digest() if wait_change else b""
@@ -110,7 +105,7 @@ class Controller:
             if act.wait_s:
                 time.sleep(act.wait_s)
             if wait_change:
-                result["changed"] = self.display.wait_for_change(before, float(wait_change))
+                result["changed"] = self.display.wait_for_change(before, wait_change)
         result["elapsed_ms"] = round((time.monotonic() - t0) * 1000, 1)
         return result
 

@@ -14,7 +14,8 @@ other. The server (actions.py) validates payloads against it and translates them
     key                               keys: "ctrl+s" or ["ctrl", "s"], at most MAX_KEYS (normalize_keys)
     wait                              seconds: 0..MAX_WAIT_S (default DEFAULT_WAIT_S)
 
-Any type may also carry wait_change_s (wait for the screen to change; the server's app validates it).
+Any type may also carry wait_change_s: wait up to that long (MAX_WAIT_CHANGE_S) for the screen to change
+and settle (check_wait_change).
 Other fields are ignored.
 """
 
@@ -48,6 +49,7 @@ SCROLL_UNITS: dict[str, tuple[int, int]] = {"up": (0, -1), "down": (0, 1), "left
 
 MAX_TEXT = 2000  # characters typed by one action
 MAX_WAIT_S = 10.0
+MAX_WAIT_CHANGE_S = 5.0
 MAX_SCROLL = 50  # wheel clicks per axis
 MAX_KEYS = 5  # keys in one combination
 MAX_COORD = 1 << 15  # pixels; anything larger is not a screen
@@ -234,4 +236,12 @@ def check_seconds(seconds: Any) -> float:
     s = seconds
     if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= MAX_WAIT_S:
         raise ActionError(f"'seconds' must be a number in [0, {MAX_WAIT_S}], got {s!r}")
+    return float(s)
+
+
+def check_wait_change(payload: dict[str, Any]) -> float:
+    """An action's `wait_change_s` (0: do not wait)."""
+    s = payload.get("wait_change_s", 0)
+    if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= MAX_WAIT_CHANGE_S:
+        raise ActionError(f"'wait_change_s' must be a number in [0, {MAX_WAIT_CHANGE_S:g}]")
     return float(s)

@@ -37,3 +37,12 @@ def test_no_key_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("GBOX_API_KEY", raising=False)
     with pytest.raises(SandboxStartError, match="GBOX_API_KEY"):
         GboxBackend()
+
+
+def test_wait_change_is_checked_by_one_rule_for_every_backend():
+    from sandbox.server.protocol import check_wait_change
+
+    assert check_wait_change({"type": "click"}) == 0.0 and check_wait_change({"wait_change_s": 2}) == 2.0
+    for bad in (True, -1, 5.5, "1"):
+        with pytest.raises(ActionError, match=r"'wait_change_s' must be a number in \[0, 5\]"):
+            check_wait_change({"wait_change_s": bad})
