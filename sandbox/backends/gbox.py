@@ -59,6 +59,7 @@ SCROLL_PX = 100  # GBox scrolls in pixels; one wheel click of the wire protocol 
 HARNESS_DIR = ".cua"  # in the box's working directory: the harness, its socket and its log
 CONTROL_SOCKET = f"{HARNESS_DIR}/control.sock"
 READ_RETRIES = 2  # for idempotent reads only
+NO_DISPLAY = "the box has no DISPLAY for its commands: export it in sandbox.gbox_setup_command"
 
 # X keysyms of the wire protocol (normalize_keys' output) -> GBox's press-key names.
 _GBOX_KEYS: dict[str, str] = {
@@ -403,6 +404,8 @@ class GboxBackend(Backend):
             start = (
                 f"mkdir -p {HARNESS_DIR}/harness && tar xzf {HARNESS_DIR}/harness.tar.gz -C {HARNESS_DIR}/harness"
                 + (f" && {{ {self.setup_command} ; }}" if self.setup_command else "")
+                # The box's own screen, which GBox's actions drive (the setup command may export it).
+                + f' && : "${{DISPLAY:?{NO_DISPLAY}}}"'
                 + f' && (nohup python3 -m sandbox.server --socket {CONTROL_SOCKET} --display "$DISPLAY"'
                 f" --width {screen[0]} --height {screen[1]} > {HARNESS_DIR}/server.log 2>&1 &)"
             )

@@ -109,6 +109,13 @@ async def test_a_create_that_times_out_leaves_no_box(gbox):
     assert backend.list_boxes(run_id=backend.run_id) == []
 
 
+async def test_the_setup_command_runs_first_and_a_box_without_a_display_is_refused(gbox):
+    backend = backend_of(gbox, f"pytest-gbox-setup-{os.getpid()}", setup_command="unset DISPLAY")
+    with pytest.raises(SandboxStartError, match="the box has no DISPLAY for its commands"):
+        await backend.start(SandboxSpec())
+    assert backend.list_boxes(run_id=backend.run_id) == []  # the failed box was terminated
+
+
 async def test_a_box_that_dies_mid_episode_is_an_infrastructure_failure(gbox):
     from cua_agent.rollout.outcomes import reward_succeeded  # noqa: F401 - the agent side is importable
 
