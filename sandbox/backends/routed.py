@@ -60,22 +60,33 @@ class RoutedBackend(Backend):
             name = self._owner.pop(box_id, self.default)
         self.backend(name).remove_sync(box_id)
 
-    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+    def _on_each(self, what: str, fn: Callable[[Backend], list[Any]]) -> list[tuple[str, list[Any]]]:
+        """fn on every backend in use; one that fails is skipped (logged), except the default."""
         with self._lock:
             backends = dict(self._backends)
-        out = []
+        done = []
         for name, b in backends.items():
             try:
-                boxes = b.list_boxes(run_id)
+                done.append((name, fn(b)))
             except Exception as exc:
                 if name == self.default:
                     raise  # as a single backend would: its engine is down
-                log.warning("listing the boxes on %s failed, skipped: %s", name, exc)
-                continue
+                log.warning("%s the boxes on %s failed, skipped: %s", what, name, exc)
+        return done
+
+    def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for name, boxes in self._on_each("listing", lambda b: b.list_boxes(run_id)):
             with self._lock:
                 self._owner.update((box["id"], name) for box in boxes)
             out += [{**box, "backend": name} for box in boxes]
         return out
+
+    def reap(self, all_boxes: bool = False) -> list[str]:
+        # Each backend's own reap: the docker backend's also removes stale socket folders.
+        return [
+            box for _, removed in self._on_each("reaping", lambda b: b.reap(all_boxes)) for box in removed
+        ]
 
     def close(self) -> None:
         for b in list(self._backends.values()):

@@ -438,3 +438,19 @@ def test_a_backend_in_use_that_cannot_list_is_skipped_but_the_default_must_answe
     assert routed.list_boxes() == [] and warned == ["listing the boxes on gbox failed, skipped: unreachable"]
     with pytest.raises(SandboxError):
         RoutedBackend("docker", lambda name, rid: Down()).list_boxes()
+
+
+def test_reaping_through_the_router_is_each_backends_own_reap():
+    """The docker backend's reap also removes stale socket folders: the router must not bypass it."""
+    from sandbox.backends.routed import RoutedBackend
+
+    class OwnReap(FakeBackend):
+        reaped = 0
+
+        def reap(self, all_boxes: bool = False) -> list[str]:
+            OwnReap.reaped += 1
+            return ["orphan"]
+
+    routed = RoutedBackend("docker", lambda name, rid: OwnReap())
+    routed.backend("gbox")
+    assert routed.reap() == ["orphan", "orphan"] and OwnReap.reaped == 2
