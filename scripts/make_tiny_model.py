@@ -1,11 +1,12 @@
-"""Generate a tiny Qwen2.5-VL model, tokenizer and processor locally (no hub access).
+"""Generate a tiny Qwen2.5-VL or Qwen3-VL model, tokenizer and processor locally (no hub access).
 
-The model has the real Qwen2.5-VL architecture (vision tower, mRoPE, image-token expansion) at toy size, so
-the whole training path — vLLM serving, HF processor, FSDP — runs on a laptop CPU. Weights are random but
-deterministic. The output is cached: it is regenerated only when this script, its arguments or the
-transformers version change.
+The model has the real architecture (vision tower, mRoPE, image-token expansion; for Qwen3-VL also
+DeepStack and interleaved mRoPE) at toy size, so the whole training path — vLLM serving, HF processor,
+FSDP — runs on a laptop CPU. Weights are random but deterministic. Both families share one locally trained
+BPE tokenizer (same ids) and chat template. The output is cached: it is regenerated only when this script,
+its arguments or the transformers version change.
 
-    python scripts/make_tiny_model.py --out DIR [--tie-embeddings] [--force]
+    python scripts/make_tiny_model.py --out DIR [--family qwen2.5-vl|qwen3-vl] [--tie-embeddings] [--force]
 """
 
 from __future__ import annotations
@@ -50,10 +51,15 @@ CHAT_TEMPLATE = (
 )
 
 VOCAB_SIZE = 2048  # learned BPE merges + bytes; special tokens come on top
-PATCH, MERGE, TEMPORAL = 14, 2, 2
-# A 1280x800 screenshot becomes ~640 image tokens: cheap enough for CPU, detailed enough to see a button.
-MAX_PIXELS = 640 * (PATCH * MERGE) ** 2
-MIN_PIXELS = 16 * (PATCH * MERGE) ** 2
+MERGE, TEMPORAL = 2, 2
+# A 1280x800 screenshot becomes 640 image tokens (a 20x32 grid of merged patches) with either family:
+# cheap enough for CPU, detailed enough to see a button.
+MAX_IMAGE_TOKENS, MIN_IMAGE_TOKENS = 640, 16
+
+
+def pixel_bounds(patch: int) -> tuple[int, int]:
+    """(min_pixels, max_pixels) of the image processor for a vision patch size."""
+    return MIN_IMAGE_TOKENS * (patch * MERGE) ** 2, MAX_IMAGE_TOKENS * (patch * MERGE) ** 2
 
 
 def corpus(seed: int = 0) -> list[str]:
@@ -182,17 +188,43 @@ def build_tokenizer(out: Path):
     return fast
 
 
-def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
-    import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+def special_ids(tokenizer) -> dict[str, int]:
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    vocab = len(tokenizer)
-    vocab = (
-        (vocab + 63) // 64 * 64
-    )  # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
+
+def padded_vocab(tokenizer) -> int:
+    # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
+    return (len(tokenizer) + 63) // 64 * 64
+
+
+def save_model(out: Path, model, ids: dict[str, int], tie: bool) -> None:
+    import torch
+
+    if not tie:
+        # Independent init for an untied head so the two matrices really differ.
+        torch.nn.init.normal_(model.lm_head.weight, std=model.config.text_config.initializer_range)
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out, safe_serialization=True)
+
+
+# ---- Qwen2.5-VL ----------------------------------------------------------------------------------------------
+
+
+def build_qwen2_5_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
+    import torch
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    patch = 14
+    ids = special_ids(tokenizer)
     text = dict(
-        vocab_size=vocab,
+        vocab_size=padded_vocab(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
@@ -213,7 +245,7 @@ def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
         intermediate_size=128,
         num_heads=2,
         out_hidden_size=64,
-        patch_size=PATCH,
+        patch_size=patch,
         spatial_merge_size=MERGE,
         temporal_patch_size=TEMPORAL,
         window_size=112,
@@ -234,32 +266,124 @@ def build_model(out: Path, tokenizer, tie: bool, seed: int) -> None:
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32).eval()
-    if not tie:
-        # Independent init for an untied head so the two matrices really differ.
-        torch.nn.init.normal_(model.lm_head.weight, std=config.text_config.initializer_range)
-    model.generation_config.eos_token_id = ids["<|im_end|>"]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
-    model.save_pretrained(out, safe_serialization=True)
+    save_model(out, model, ids, tie)
 
-
-def build_processor(out: Path, tokenizer) -> None:
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
-
+    min_pixels, max_pixels = pixel_bounds(patch)
     image_processor = Qwen2VLImageProcessor(
-        min_pixels=MIN_PIXELS,
-        max_pixels=MAX_PIXELS,
-        patch_size=PATCH,
+        min_pixels=min_pixels,
+        max_pixels=max_pixels,
+        patch_size=patch,
         merge_size=MERGE,
         temporal_patch_size=TEMPORAL,
     )
-    video_processor = Qwen2VLVideoProcessor(patch_size=PATCH, merge_size=MERGE, temporal_patch_size=TEMPORAL)
-    processor = Qwen2_5_VLProcessor(
+    video_processor = Qwen2VLVideoProcessor(patch_size=patch, merge_size=MERGE, temporal_patch_size=TEMPORAL)
+    Qwen2_5_VLProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,
         video_processor=video_processor,
         chat_template=CHAT_TEMPLATE,
+    ).save_pretrained(out)
+
+
+# ---- Qwen3-VL ------------------------------------------------------------------------------------------------
+
+
+def build_qwen3_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
+    """Qwen3-VL-2B's layout at toy size: patch 16, DeepStack, interleaved mRoPE, learned vision positions.
+
+    The image processor is Qwen2-VL's class, as in the real Qwen3-VL checkpoints (transformers has no
+    Qwen3-VL image processor), with Qwen3-VL's patch size and its [0.5, 0.5, 0.5] mean/std; the video
+    processor is Qwen3-VL's own."""
+    import torch
+    from transformers import (
+        Qwen2VLImageProcessorFast,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
     )
-    processor.save_pretrained(out)
+
+    patch = 16
+    ids = special_ids(tokenizer)
+    text = dict(
+        vocab_size=padded_vocab(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,  # vLLM's CPU attention crashes on 16 (docs/architecture.md, vLLM)
+        hidden_act="silu",
+        max_position_embeddings=16384,
+        rms_norm_eps=1e-6,
+        # Qwen3-VL's [24, 20, 20] of head_dim 128, scaled to 32: T/H/W frequencies interleaved (THWTHW...TT)
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 5000000.0,
+            "mrope_section": [6, 5, 5],
+            "mrope_interleaved": True,
+        },
+        tie_word_embeddings=tie,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        dtype="float32",
+    )
+    vision = dict(
+        # Three blocks so DeepStack taps two distinct intermediate blocks ([5, 11, 17] of 24 in the 2B),
+        # feeding text layers 0 and 1; the final merger reads block 2.
+        depth=3,
+        deepstack_visual_indexes=[0, 1],
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        hidden_act="gelu_pytorch_tanh",
+        out_hidden_size=64,  # = text hidden size
+        patch_size=patch,
+        spatial_merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+        # A learned 48x48 grid, as in the real models, bilinearly resampled to each image's patch grid
+        # (40x64 for a 1280x800 screenshot: both up- and down-sampling are exercised).
+        num_position_embeddings=48 * 48,
+        in_channels=3,
+    )
+    config = Qwen3VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=tie,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    torch.manual_seed(seed)
+    model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()
+    save_model(out, model, ids, tie)
+
+    min_pixels, max_pixels = pixel_bounds(patch)
+    qwen3_norm = dict(image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5])
+    image_processor = Qwen2VLImageProcessorFast(
+        size={"shortest_edge": min_pixels, "longest_edge": max_pixels},
+        patch_size=patch,
+        merge_size=MERGE,
+        temporal_patch_size=TEMPORAL,
+        **qwen3_norm,
+    )
+    video_processor = Qwen3VLVideoProcessor(
+        patch_size=patch, merge_size=MERGE, temporal_patch_size=TEMPORAL, **qwen3_norm
+    )
+    Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,  # Qwen3-VL renders images exactly as Qwen2.5-VL does
+    ).save_pretrained(out)
+
+
+FAMILIES = {"qwen2.5-vl": build_qwen2_5_vl, "qwen3-vl": build_qwen3_vl}
 
 
 def inputs_hash(args: argparse.Namespace) -> str:
@@ -267,13 +391,16 @@ def inputs_hash(args: argparse.Namespace) -> str:
     from importlib.metadata import version
 
     h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(f"tie={args.tie_embeddings} seed={args.seed} tf={version('transformers')}".encode())
+    h.update(
+        f"family={args.family} tie={args.tie_embeddings} seed={args.seed} tf={version('transformers')}".encode()
+    )
     return h.hexdigest()[:16]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--family", choices=sorted(FAMILIES), default="qwen2.5-vl", help="model architecture")
     p.add_argument("--tie-embeddings", action="store_true", help="share lm_head with the input embeddings")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="regenerate even if the cached copy is current")
@@ -291,15 +418,17 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
     try:
         tokenizer = build_tokenizer(tmp)
-        build_model(tmp, tokenizer, tie=args.tie_embeddings, seed=args.seed)
-        build_processor(tmp, tokenizer)
+        FAMILIES[args.family](tmp, tokenizer, tie=args.tie_embeddings, seed=args.seed)
         (tmp / ".inputs_hash").write_text(want + "\n")
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"tiny model: generated {out} (tied embeddings: {args.tie_embeddings})", file=sys.stderr)
+    print(
+        f"tiny model: generated {out} ({args.family}, tied embeddings: {args.tie_embeddings})",
+        file=sys.stderr,
+    )
     return 0
 
 

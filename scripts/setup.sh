@@ -114,6 +114,8 @@ setup_models() {
   [ -x "$py" ] || die "models: the trainer environment is missing; run scripts/setup.sh trainer"
   PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl"
   PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl-tied" --tie-embeddings
+  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl"
+  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl-tied" --tie-embeddings
 }
 
 # The tiny model's warm start (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised

@@ -19,6 +19,12 @@ MODELS = {
     "untied": CUA_HOME / "models" / "tiny-qwen2.5-vl",
     "tied": CUA_HOME / "models" / "tiny-qwen2.5-vl-tied",
 }
+# Tiny Qwen3-VL models (scripts/make_tiny_model.py --family qwen3-vl). Kept out of MODELS: the session fixture
+# `vllm_servers` starts a server for every MODELS entry; tests/inference/test_qwen3vl_parity.py starts its own.
+QWEN3_VL_MODELS = {
+    "untied": CUA_HOME / "models" / "tiny-qwen3-vl",
+    "tied": CUA_HOME / "models" / "tiny-qwen3-vl-tied",
+}
 # The untied tiny model after the warm start's supervised training (setup: python -m cua_agent.warmstart)
 WARM_MODEL = CUA_HOME / "models" / "tiny-qwen2.5-vl-warm"
 
