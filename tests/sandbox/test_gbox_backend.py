@@ -117,19 +117,35 @@ async def test_the_setup_command_runs_first_and_a_box_without_a_display_is_refus
 
 
 async def test_a_box_that_dies_mid_episode_is_an_infrastructure_failure(gbox):
-    from cua_agent.rollout.outcomes import reward_succeeded  # noqa: F401 - the agent side is importable
+    """Through the agent's episode loop: the box dies while the model thinks; the episode ends as
+    infra_error with no reward (dropped, never scored 0), the typed error says why, the box is replaced."""
+    from cua_agent.episode.actions import Click
+    from cua_agent.episode.coordinates import CoordinateMapping
+    from cua_agent.episode.loop import EpisodeConfig, run_episode
+    from cua_agent.episode.tool_calls import format_tool_call
+    from cua_agent.inference.model_call import ModelCall
+
+    mapping = CoordinateMapping.identity(1280, 800)
+
+    class KillsTheBoxThenClicks:
+        def __init__(self, box_id: str) -> None:
+            self.box_id = box_id
+
+        async def chat(self, messages, images) -> ModelCall:
+            await asyncio.to_thread(gbox.kill, self.box_id)
+            return ModelCall(format_tool_call(Click(5, 5), mapping))
 
     backend = backend_of(gbox, f"pytest-gbox-kill-{os.getpid()}")
     pool = SandboxPool(backend, SandboxSpec(), max_size=1, install_handlers=False, reap_orphans=False)
     await pool.start()
     try:
         sb = await pool.acquire()
-        await sb.reset("miniwob/click-test", 1)
-        gbox.kill(sb.id)
-        with pytest.raises(SandboxError) as err:
-            await asyncio.wait_for(sb.step({"type": "click", "x": 5, "y": 5}), 60)
-        assert not isinstance(err.value, SandboxRequestError)
+        task = {"task_id": "miniwob/click-test", "seed": 1}
+        cfg = EpisodeConfig(max_turns=2, episode_timeout_s=60)
+        ep = await run_episode(sb, KillsTheBoxThenClicks(sb.id), task, cfg, mapping)
         await pool.release(sb, broken=True)
+        assert ep.status == "infra_error" and ep.task_reward is None and not ep.ok, ep
+        assert "SandboxError" in ep.error and "unreachable" in ep.error, ep.error
     finally:
         await pool.close()
     assert backend.list_boxes(run_id=backend.run_id) == []

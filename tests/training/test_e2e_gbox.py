@@ -9,18 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from cua_agent.inference.local_server import MODELS
 from tests.sandbox.gbox_fake import start_fake_gbox
-from tests.training.harness import left_in_session, run_training
+from tests.training.harness import left_in_session, restore_weights, run_training
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_grpo_step_on_gbox_desktops(vllm_servers, tmp_path: Path, monkeypatch):
+    server = vllm_servers["untied"]
     gbox = start_fake_gbox(tmp_path / "gbox")
     try:
         for key, value in gbox.env.items():
             monkeypatch.setenv(key, value)
-        server = vllm_servers["untied"]
         exp = tmp_path / "exp"
         run = run_training(
             [
@@ -49,3 +50,5 @@ def test_a_grpo_step_on_gbox_desktops(vllm_servers, tmp_path: Path, monkeypatch)
         print(f"\na GRPO step on gbox: {run.elapsed_s:.0f}s, {len(episodes)} episodes, {len(created)} boxes")
     finally:
         gbox.stop()
+        # The step trained the shared server's weights: later tests sample from the original model.
+        restore_weights(server.address, MODELS["untied"], tmp_path, version=2)

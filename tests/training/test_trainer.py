@@ -21,6 +21,7 @@ from areal.api.workflow_api import RolloutWorkflow
 from areal.utils.data import concat_padded_tensors
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.episode.model_view import VISION_TOKENS
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.processing import load_processor
@@ -41,12 +42,16 @@ class SyntheticChatWorkflow(RolloutWorkflow):
 
     def __init__(self, config: CUAGRPOConfig):
         self.group_size = config.agent.group_size
-        self.sampling = SamplingParams(
-            max_tokens=config.agent.max_new_tokens, temperature=config.agent.temperature
-        )
         self.processor = load_processor(config.actor.path)
         tok = self.processor.tokenizer
         self.image_token_id = tok.convert_tokens_to_ids("<|image_pad|>")
+        # As the real workflow does: a sampled vision placeholder would be an image slot without an image
+        # for the trainer's model (its rope index raises StopIteration).
+        self.sampling = SamplingParams(
+            max_tokens=config.agent.max_new_tokens,
+            temperature=config.agent.temperature,
+            banned_token_ids=[tok.convert_tokens_to_ids(t) for t in VISION_TOKENS],
+        )
         self.vocab_size = len(tok)
 
     async def arun_episode(self, engine: StockVLLMEngine, data: dict[str, Any]) -> dict[str, Any]:
