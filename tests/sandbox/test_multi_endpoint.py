@@ -28,6 +28,7 @@ from sandbox.backends.multi import MultiBackend
 from sandbox.base import Backend, Sandbox, SandboxSpec, cua_home, owner_labels
 from sandbox.errors import SandboxError, SandboxStartError
 from sandbox.pool import SandboxPool
+from tests.sandbox.owner_process import spawn_owner
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SandboxSpec()
@@ -442,24 +443,12 @@ async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_rem
         assert not any((probe.run_dir / sb.id).exists() for sb in boxes)
 
 
-def _spawn_owner(run_id: str, hosts: list[str]) -> tuple[subprocess.Popen, list[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("owner_process.py")), "docker", run_id, *hosts],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("READY "), f"owner did not start: {line!r}"
-    return proc, line.split()[1:]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("reaper", ["next pool", "reap script"])
 async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper, engines):
     hosts = list(engines)
     run_id = f"pytest-multi-orphan-{reaper.replace(' ', '-')}-{os.getpid()}"
-    proc, box_ids = await asyncio.to_thread(_spawn_owner, run_id, hosts)
+    proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, hosts)
     assert [len(_ids(probe, run_id)) for probe in engines.values()] == [1, 1]
     assert set().union(*(_ids(probe, run_id) for probe in engines.values())) == set(box_ids)
     proc.send_signal(signal.SIGKILL)
@@ -489,7 +478,7 @@ async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper
 @pytest.mark.slow
 async def test_sigterm_removes_the_owners_boxes_on_both_engines(engines):
     run_id = f"pytest-multi-term-{os.getpid()}"
-    proc, box_ids = await asyncio.to_thread(_spawn_owner, run_id, list(engines))
+    proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, list(engines))
     assert [_ids(probe, run_id) for probe in engines.values()] in (
         [{a}, {b}] for a, b in (box_ids, box_ids[::-1])
     )

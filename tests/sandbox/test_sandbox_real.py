@@ -6,8 +6,6 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError
 from sandbox.oracles import Ctx, random_actions, solve
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
+from tests.sandbox.owner_process import spawn_owner
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -255,24 +254,12 @@ async def test_local_box_killed_mid_episode_raises_typed_error(local_backend):
         await sb.close()
 
 
-def _spawn_owner(backend: str, run_id: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("owner_process.py")), backend, run_id],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("READY "), f"owner did not start: {line!r}"
-    return proc, line.split()[1]
-
-
 @pytest.mark.parametrize("backend_name", ["docker", "local"])
 async def test_sigkilled_owner_boxes_are_reaped_by_the_next_pool(backend_name, docker_backend, local_backend):
     from sandbox.backends import make_backend
 
     run_id = f"pytest-orphan-{backend_name}-{os.getpid()}"
-    proc, box_id = await asyncio.to_thread(_spawn_owner, backend_name, run_id)
+    proc, (box_id,) = await asyncio.to_thread(spawn_owner, backend_name, run_id)
     probe = make_backend(backend_name, run_id="pytest-probe")
     assert [b["id"] for b in probe.list_boxes(run_id=run_id)] == [box_id]
     proc.send_signal(signal.SIGKILL)
@@ -287,7 +274,7 @@ async def test_sigkilled_owner_boxes_are_reaped_by_the_next_pool(backend_name, d
 
 async def test_sigterm_removes_the_owners_own_boxes(docker_backend):
     run_id = f"pytest-term-{os.getpid()}"
-    proc, box_id = await asyncio.to_thread(_spawn_owner, "docker", run_id)
+    proc, (box_id,) = await asyncio.to_thread(spawn_owner, "docker", run_id)
     assert [b["id"] for b in docker_backend.list_boxes(run_id=run_id)] == [box_id]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == -signal.SIGTERM
