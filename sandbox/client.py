@@ -10,6 +10,14 @@ import httpx
 from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
 
 
+def server_error(status: int, message: str, what: str) -> SandboxError:
+    """The control server's error answer as a typed error: 4xx is the request's fault (a malformed action,
+    an unknown task), 5xx the box's."""
+    if status < 500:
+        return SandboxRequestError(status, message)
+    return SandboxError(f"{what} failed in the sandbox ({status}): {message}")
+
+
 class ControlClient(Protocol):
     """What a Sandbox needs from its connection to a box: SandboxClient (the control server's socket) or
     the gbox backend's GboxBoxClient (GBox's API)."""
@@ -72,9 +80,7 @@ class SandboxClient:
                 msg = resp.json().get("error", resp.text)
             except ValueError:
                 msg = resp.text
-            if resp.status_code < 500:
-                raise SandboxRequestError(resp.status_code, msg)
-            raise SandboxError(f"{method} {path} failed in the sandbox ({resp.status_code}): {msg}")
+            raise server_error(resp.status_code, msg, f"{method} {path}")
         return resp
 
     async def health(self, timeout: float = 5.0) -> dict[str, Any]:

@@ -401,7 +401,8 @@ def check(
 def gbox_key_set() -> bool:
     from cua_agent.settings import Settings
 
-    return Settings().gbox_api_key is not None and bool(Settings().gbox_api_key.get_secret_value())
+    key = Settings().gbox_api_key
+    return key is not None and bool(key.get_secret_value())
 
 
 def main(config: CUAGRPOConfig, argv: list[str]) -> int:

@@ -44,6 +44,7 @@ from PIL import Image
 
 import sandbox
 from sandbox.base import Backend, Sandbox, SandboxSpec, new_token, owner_labels
+from sandbox.client import server_error
 from sandbox.errors import (
     SandboxDied,
     SandboxError,
@@ -215,9 +216,7 @@ class GboxBoxClient:
             raise SandboxDied(f"{self.where}: {answer.get('error', 'control server unreachable')}")
         if status >= 400:
             msg = reply.get("error", reply) if isinstance(reply, dict) else reply
-            if status < 500:
-                raise SandboxRequestError(status, str(msg))
-            raise SandboxError(f"{self.where}: {method} {path} failed in the box ({status}): {msg}")
+            raise server_error(status, str(msg), f"{self.where}: {method} {path}")
         return reply
 
     # -- the Sandbox interface -------------------------------------------------------------------
@@ -225,7 +224,7 @@ class GboxBoxClient:
         box = await self._read(f"{self.where}: get", lambda: self._api.retrieve(self.box_id, timeout=timeout))
         if box.status != "running":
             raise SandboxDied(f"{self.where} is {box.status}" + (f" ({box.reason})" if box.reason else ""))
-        return {**await self.call("GET", "/health", timeout=max(timeout, 10.0)), "gbox_status": box.status}
+        return await self.call("GET", "/health", timeout=max(timeout, 10.0))
 
     async def screenshot(self, max_width: int | None = None, max_height: int | None = None) -> bytes:
         shot = await self._read(
@@ -423,7 +422,7 @@ class GboxBackend(Backend):
                 f"{what}: harness did not install (exit {out.exit_code}): {out.stderr[-1500:]}"
             )
         client = GboxBoxClient(self, box_id, token, screen)
-        sb = Sandbox(id=box_id, backend=self, client=client, spec=spec, meta={"gbox": True, "screen": screen})
+        sb = Sandbox(id=box_id, backend=self, client=client, spec=spec, meta={"screen": screen})
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             try:
