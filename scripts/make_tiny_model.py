@@ -192,6 +192,25 @@ def special_ids(tokenizer) -> dict[str, int]:
     return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
 
 
+def token_fields(ids: dict[str, int], tie: bool) -> dict:
+    """The special-token and embedding-tying fields of a config (the text config's and the model's)."""
+    return dict(
+        tie_word_embeddings=tie,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+
+
+def vision_token_fields(ids: dict[str, int]) -> dict:
+    return dict(
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+
+
 def padded_vocab(tokenizer) -> int:
     # padded like real checkpoints; ids beyond the tokenizer are never sampled in practice
     return (len(tokenizer) + 63) // 64 * 64
@@ -233,10 +252,7 @@ def build_qwen2_5_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
         max_position_embeddings=16384,
         rope_theta=1000000.0,
         rope_scaling={"type": "mrope", "mrope_section": [4, 6, 6]},  # sums to head_dim / 2
-        tie_word_embeddings=tie,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
+        **token_fields(ids, tie),
         torch_dtype="float32",
     )
     vision = dict(
@@ -255,14 +271,8 @@ def build_qwen2_5_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
     config = Qwen2_5_VLConfig(
         text_config=text,
         vision_config=vision,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=tie,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
+        **vision_token_fields(ids),
+        **token_fields(ids, tie),
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).to(torch.float32).eval()
@@ -323,10 +333,7 @@ def build_qwen3_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
             "mrope_section": [6, 5, 5],
             "mrope_interleaved": True,
         },
-        tie_word_embeddings=tie,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
+        **token_fields(ids, tie),
         dtype="float32",
     )
     vision = dict(
@@ -350,14 +357,8 @@ def build_qwen3_vl(out: Path, tokenizer, tie: bool, seed: int) -> None:
     config = Qwen3VLConfig(
         text_config=text,
         vision_config=vision,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=tie,
-        bos_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        pad_token_id=ids["<|endoftext|>"],
+        **vision_token_fields(ids),
+        **token_fields(ids, tie),
     )
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()
