@@ -78,7 +78,7 @@ def evaluate_start(args: argparse.Namespace) -> dict:
          "--seeds-per-task", str(args.eval_episodes), "--max-turns", str(args.max_turns),
          "--history-screenshots", str(agent.history_screenshots), "--max-new-tokens", str(agent.max_new_tokens),
          "--max-prompt-tokens", str(agent.max_prompt_tokens), "--on-parse-failure", agent.on_parse_failure,
-         "--coordinate-convention", agent.coordinate_convention, "--temperature", str(args.temperature),
+         "--model-family", agent.model_family, "--temperature", str(args.temperature),
          "--out", str(out)],
         args.out / "step0.log",
     )  # fmt: skip

@@ -140,7 +140,7 @@ def main() -> None:
     )
 
     proc = processor_7b()
-    view = ModelView(proc, "absolute")
+    view = ModelView(proc, "qwen2.5-vl")
     ip = proc.image_processor
     calls = group_calls(view, screens, args.episodes, args.turns, args.history)
     builder = RowBuilder(view)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from areal.api.cli_args import GRPOConfig
 
-from cua_agent.episode.coordinates import CONVENTIONS
+from cua_agent.episode.families import DEFAULT_FAMILY, FAMILIES
 from sandbox.backends import BACKENDS
 from sandbox.backends.docker import check_docker_hosts
 
@@ -78,7 +78,9 @@ class AgentConfig:
     max_filtered_in_a_row: int = 16
     max_turns: int = 6
     history_screenshots: int = 2  # last K screenshots in the prompt
-    coordinate_convention: str = "absolute"
+    # How the agent talks to the model (episode/families.py): the prompt and tool format it was trained
+    # with and its coordinates. Must match the checkpoint's config.json (checked when the model loads).
+    model_family: str = DEFAULT_FAMILY
     max_new_tokens: int = 128
     temperature: float = 1.0
     on_parse_failure: str = "noop"  # "noop": keep going, "end": end the episode
@@ -130,9 +132,9 @@ class AgentConfig:
             f"must be >= 1 (the current screenshot), got {self.history_screenshots}",
         )
         _check(
-            self.coordinate_convention in CONVENTIONS,
-            "agent.coordinate_convention",
-            f"must be one of {CONVENTIONS}, got {self.coordinate_convention!r}",
+            self.model_family in FAMILIES,
+            "agent.model_family",
+            f"must be one of {list(FAMILIES)}, got {self.model_family!r}",
         )
         _check(self.max_new_tokens >= 1, "agent.max_new_tokens", f"must be >= 1, got {self.max_new_tokens}")
         _check(self.temperature >= 0, "agent.temperature", f"must be >= 0, got {self.temperature}")

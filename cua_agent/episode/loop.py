@@ -18,6 +18,7 @@ from typing import Any
 from cua_agent.episode.actions import Done
 from cua_agent.episode.chat import ChatClient
 from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.families import DEFAULT_FAMILY, family_named
 from cua_agent.episode.parser import ParseFailure, parse_action
 from cua_agent.episode.prompting import PromptBudgetError, build_messages
 from cua_agent.episode.turn import Turn
@@ -34,6 +35,7 @@ class EpisodeConfig:
     turn_timeout_s: float = 180.0
     episode_timeout_s: float = 900.0
     max_prompt_tokens: int | None = None
+    model_family: str = DEFAULT_FAMILY  # its prompt format; the mapping passed along carries its convention
 
     @classmethod
     def of(cls, section: Any) -> EpisodeConfig:
@@ -97,6 +99,7 @@ async def _loop(
         raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")
     screenshots = [await sandbox.screenshot()]
     max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
+    family = family_named(cfg.model_family)
     for _ in range(max_turns):
         prompt = build_messages(
             ep.instruction,
@@ -107,6 +110,7 @@ async def _loop(
             count_tokens=count_tokens,
             max_tokens=cfg.max_prompt_tokens,
             image_tokens=image_tokens,
+            family=family,
         )
         t0 = time.monotonic()
         call = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)

@@ -4,25 +4,39 @@ between the model's coordinates and screen pixels."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.families import check_checkpoint, family_named
 
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
 
 class ModelView:
-    def __init__(self, processor: Any, convention: str):
+    """`family`: the model family's name (its coordinate convention decides the mapping)."""
+
+    def __init__(self, processor: Any, family: str):
         self.processor = processor
         self.image_processor = processor.image_processor
-        self.convention = convention
+        self.family = family_named(family)
+        self.convention = self.family.convention
         self.tokenizer = processor.tokenizer
         self.image_token_id = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
         self.vision_token_ids = [self.tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]
         self.merge = int(self.image_processor.merge_size)
         self._grids: dict[tuple[int, int], tuple[int, int, int]] = {}
+
+    @classmethod
+    def of_model(cls, path: str | Path, family: str) -> ModelView:
+        """The view of a model folder or hub id, refused when `family` does not match its config.json."""
+        from cua_agent.inference.model_files import model_dir
+        from cua_agent.inference.processing import load_processor
+
+        check_checkpoint(family, model_dir(path, files=["config.json"]))
+        return cls(load_processor(str(path)), family)
 
     def grid(self, screen_w: int, screen_h: int) -> tuple[int, int, int]:
         """(t, h, w) patch grid of a screen-sized image after the processor's resize (cached per size)."""

@@ -66,6 +66,8 @@ for _canon, _aliases in {
         _NAME_ALIASES[_a] = (_canon, {})
 for _d in DIRECTIONS:
     _NAME_ALIASES[f"scroll_{_d}"] = ("scroll", {"direction": _d})
+# Qwen3-VL's sideways scroll: its signed `pixels` mean right (> 0) and left (< 0).
+_NAME_ALIASES["hscroll"] = ("scroll", {"_horizontal": True})
 
 # Function-call text: only known names, at a word start, so prose words are not candidates and the
 # match cannot backtrack over long words.
@@ -467,8 +469,10 @@ def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMap
         direction = hit[1] if hit else _first_str(pos)
         amount_hit = _get(kw, "amount", "clicks", "scroll_amount", "steps", "times", "distance")
         amount: Any = amount_hit[1] if amount_hit else None
-        if direction is None:  # signed forms: Qwen's pixels (positive = up), wheel dy/dx (positive = down)
-            for key, neg, posdir in (("pixels", "down", "up"), ("dy", "up", "down"), ("dx", "left", "right")):
+        # Signed forms: Qwen's pixels (positive = up; in hscroll, right), wheel dy/dx (positive = down).
+        pixels = ("pixels", "left", "right") if kw.get("_horizontal") else ("pixels", "down", "up")
+        if direction is None:
+            for key, neg, posdir in (pixels, ("dy", "up", "down"), ("dx", "left", "right")):
                 if _is_num(kw.get(key)):
                     v = _num(kw[key], key)
                     if v != 0:

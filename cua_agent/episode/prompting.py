@@ -1,7 +1,7 @@
 """System prompt and chat messages for one agent turn, within an enforced token budget.
 
 Layout of the messages (OpenAI chat format):
-    system     the action space and the output format (format_tool_call in tool_calls.py)
+    system     the action space and the output format of the model family (families.py)
     user       task instruction; a text log of earlier turns whose screenshots are not sent; the first
                screenshot of the window
     assistant  the model's own output of that turn (echoed verbatim, less vision markup)
@@ -18,16 +18,14 @@ image_url parts in place into {"type": "image", "url": ...}, which is no longer 
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cua_agent.episode.coordinates import CoordinateMapping
-from cua_agent.episode.tool_calls import to_arguments
+from cua_agent.episode.families import DEFAULT_FAMILY, FAMILIES, ModelFamily
 from cua_agent.episode.turn import Turn
-from sandbox.server.protocol import MAX_SCROLL, MAX_WAIT_S
 
 # The model's own input markup, stripped from its text before it is echoed into later prompts: the chat
 # template would turn it back into vision placeholders and shift the image slots.
@@ -37,52 +35,6 @@ NOTE_CHARS = 200  # a result note longer than this is cut: notes are for the mod
 
 Messages = list[dict[str, Any]]
 TokenCounter = Callable[[Messages], int]
-
-
-def _coordinate_help(mapping: CoordinateMapping) -> str:
-    if mapping.convention == "relative_1000":
-        return (
-            "Coordinates are relative: both axes are normalised to 0-1000 whatever the screenshot's size. "
-            "[0, 0] is the top-left corner, [1000, 1000] the bottom-right, [500, 500] the centre."
-        )
-    w, h = mapping.model_size
-    return (
-        f"Coordinates are integer pixels of the screenshot as you see it ({w}x{h}): x from 0 (left) to "
-        f"{w - 1}, y from 0 (top) to {h - 1}."
-    )
-
-
-def system_prompt(mapping: CoordinateMapping) -> str:
-    """The action space and the exact format the parser prefers, with coordinates in the model's convention."""
-    mw, mh = mapping.model_size
-    cx, cy = mw // 2, mh // 2
-    return f"""You are a computer-use agent. You see screenshots of a desktop and operate it with mouse and keyboard \
-actions until the task is complete.
-
-# Output format
-Think briefly if useful, then output exactly one action as a tool call, for example:
-<tool_call>
-{{"name": "computer", "arguments": {{"action": "click", "coordinate": [{cx}, {cy}]}}}}
-</tool_call>
-Only the first tool call is executed. After each action you receive a new screenshot.
-
-# Actions ("arguments" of the tool call)
-- {{"action": "click", "coordinate": [x, y]}}: left click. Also "double_click", "right_click", and "move" \
-(move the pointer without clicking), with the same fields.
-- {{"action": "drag", "start_coordinate": [x1, y1], "end_coordinate": [x2, y2]}}: press at the start, \
-release at the end.
-- {{"action": "scroll", "coordinate": [x, y], "direction": "down", "amount": 3}}: scroll the mouse wheel at \
-[x, y]; direction is up, down, left or right; amount is wheel clicks, 1 to {MAX_SCROLL}.
-- {{"action": "type", "text": "hello"}}: type text into the focused element.
-- {{"action": "key", "keys": "ctrl+s"}}: press a key or combination: modifiers ctrl, alt, shift, super \
-joined with +, then a key (a letter, Return, Escape, Tab, BackSpace, Delete, Up, Down, Left, Right, Home, End, \
-Prior, Next, F1-F12, space).
-- {{"action": "wait", "seconds": 1}}: wait for the screen to change (at most {MAX_WAIT_S:g} seconds).
-- {{"action": "done", "success": true, "answer": "..."}}: finish. success is false when the task cannot be \
-done; answer only when the task asks a question.
-
-# Coordinates
-{_coordinate_help(mapping)}"""
 
 
 @dataclass(frozen=True)
@@ -118,11 +70,9 @@ def _note(text: str) -> str:
     return one_line if len(one_line) <= NOTE_CHARS else one_line[: NOTE_CHARS - 3] + "..."
 
 
-def _log_line(i: int, turn: Turn, mapping: CoordinateMapping) -> str:
-    if turn.action is None:
-        what = "(no action parsed)"
-    else:  # in the model's own coordinates, as it would have written it
-        what = json.dumps(to_arguments(turn.action, mapping), ensure_ascii=False)
+def _log_line(i: int, turn: Turn, mapping: CoordinateMapping, family: ModelFamily) -> str:
+    # in the model's own form and coordinates, as it would have written it
+    what = "(no action parsed)" if turn.action is None else family.log_entry(turn.action, mapping)
     return f"Turn {i + 1}: {what} -> {_note(turn.note)}"
 
 
@@ -133,6 +83,7 @@ def _render(
     window: int,
     log_kept: int,
     mapping: CoordinateMapping,
+    family: ModelFamily,
     system: str,
 ) -> tuple[Messages, list[int]]:
     """Messages with the last `window` screenshots and the last `log_kept` turns before the window as text."""
@@ -144,11 +95,14 @@ def _render(
         lines = ["\n\nEarlier turns (screenshots not shown, coordinates as you wrote them):"]
         if omitted:
             lines.append(f"[{omitted} earlier turn{'s' if omitted > 1 else ''} omitted]")
-        lines += [_log_line(i, history[i], mapping) for i in range(omitted, first)]
+        lines += [_log_line(i, history[i], mapping, family) for i in range(omitted, first)]
         text += "\n".join(lines)
     label = "Current screenshot:" if first == n else f"Screenshot before turn {first + 1}:"
     user: list[dict[str, Any]] = [{"type": "text", "text": f"{text}\n\n{label}"}, parts[first]]
-    messages: Messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages: Messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
     for i in range(first, n):
         messages.append({"role": "assistant", "content": _VISION_MARKUP.sub("", history[i].output)})
         label = "Current screenshot:" if i + 1 == n else f"Screenshot before turn {i + 2}:"
@@ -167,7 +121,7 @@ def build_messages(
     count_tokens: TokenCounter | None = None,
     max_tokens: int | None = None,
     image_tokens: int = 0,
-    system: str | None = None,
+    family: ModelFamily = FAMILIES[DEFAULT_FAMILY],
     mime: str = "image/png",
 ) -> Prompt:
     """Chat messages for the next model call.
@@ -192,12 +146,12 @@ def build_messages(
         raise ValueError("max_tokens and count_tokens go together")
     if image_tokens < 0:
         raise ValueError("image_tokens must be >= 0")
-    system = system_prompt(mapping) if system is None else system
+    system = family.system_prompt(mapping)
     parts = [image_part(s, mime) for s in screenshots]  # encoded once, reused by every candidate layout
     n = len(history)
 
     def render(window: int, log_kept: int) -> tuple[Messages, list[int]]:
-        return _render(instruction, history, parts, window, log_kept, mapping, system)
+        return _render(instruction, history, parts, window, log_kept, mapping, family, system)
 
     def prompt(msgs: Messages, idx: list[int], omitted: int) -> Prompt:
         cost = None if count_tokens is None else count_tokens(msgs) + image_tokens * len(idx)

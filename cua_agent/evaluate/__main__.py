@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_agent.config import AgentConfig, SandboxConfig
-from cua_agent.episode.coordinates import CONVENTIONS
+from cua_agent.episode.families import FAMILIES
 from cua_agent.episode.loop import Episode, EpisodeConfig
 from cua_agent.evaluate.report import Report
 from cua_agent.evaluate.runner import EvalConfig, evaluate
@@ -45,7 +45,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "it names a local model folder (as the project's server serves one); none: the model sees "
         "the screen as it is",
     )
-    ap.add_argument("--coordinate-convention", choices=CONVENTIONS, default=AGENT.coordinate_convention)
+    ap.add_argument(
+        "--model-family",
+        choices=list(FAMILIES),
+        default=AGENT.model_family,
+        help="prompt and tool format, coordinate convention (checked against the model's config.json)",
+    )
     ap.add_argument("--tasks", default="tasks/miniwob.jsonl", help="task file (JSONL)")
     ap.add_argument("--split", default="test")
     ap.add_argument("--task-ids", default="", help="comma-separated; empty: every task of the split")
@@ -141,13 +146,12 @@ async def evaluate_cli(
 ) -> Report:
     from cua_agent.episode.chat import OpenAIChatClient
     from cua_agent.episode.model_view import ModelView
-    from cua_agent.inference.processing import load_processor
     from cua_agent.inference.vllm_server import SamplingParams
     from cua_agent.settings import Settings
 
     processor = processor_source(args)
-    view = ModelView(load_processor(processor), args.coordinate_convention) if processor else None
-    if view is None and args.coordinate_convention == "absolute":
+    view = ModelView.of_model(processor, args.model_family) if processor else None
+    if view is None and FAMILIES[args.model_family].convention == "absolute":
         print(
             "no processor: 'absolute' coordinates are taken as screen pixels (pass --processor for a "
             "model that sees resized screenshots)",
@@ -174,7 +178,7 @@ async def evaluate_cli(
         "episodes_per_seed": args.episodes_per_seed,
         "temperature": args.temperature,
         "max_turns": args.max_turns,
-        "coordinate_convention": args.coordinate_convention,
+        "model_family": args.model_family,
     }
     progress = Progress(len(rows))
     try:
@@ -185,7 +189,6 @@ async def evaluate_cli(
             cfg,
             out,
             view=view,
-            convention=args.coordinate_convention,
             save_screenshots=args.save_screenshots,
             on_attempt=progress,
             meta=meta,

@@ -19,7 +19,6 @@ from cua_agent.episode.loop import Episode, EpisodeConfig
 from cua_agent.episode.model_view import ModelView
 from cua_agent.evaluate.report import Report
 from cua_agent.evaluate.runner import EvalConfig, evaluate
-from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.rollout.outcomes import succeeded
 from cua_agent.rollout.task_rows import load_task_rows
@@ -61,9 +60,7 @@ class HeldOutEval:
             seeds_per_task=ev.seeds_per_task,
         )
         self.rows = [row for row in rows for _ in range(ev.episodes_per_seed)]
-        self.view = ModelView(
-            load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention
-        )
+        self.view = ModelView.of_model(config.tokenizer_path or config.actor.path, agent.model_family)
         self.cfg = EvalConfig(EpisodeConfig.of(agent), concurrency=ev.concurrency, retries=ev.retries)
         self.boxes = dataclasses.replace(config.sandbox, max_concurrency=ev.concurrency, warm=0)
         self.sampling = SamplingParams(max_tokens=agent.max_new_tokens, temperature=ev.temperature)
@@ -86,7 +83,6 @@ class HeldOutEval:
                 self.cfg,
                 out_dir,
                 view=self.view,
-                convention=self.view.convention,
                 meta={**self.meta, "servers": addresses},
                 on_attempt=EvalProgress(len(self.rows)),
             )

@@ -17,6 +17,7 @@ from typing import Any
 
 from cua_agent.episode.chat import ChatClient
 from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.families import family_named
 from cua_agent.episode.loop import Episode, EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
 from cua_agent.evaluate.report import Report
@@ -34,7 +35,8 @@ class EvalConfig:
 
 class EvalRunner:
     """`view`: the model's processor (its resize decides the "absolute" convention's image size and the
-    prompt budget's token counts); None for a model that sees the screen as it is (a hosted API)."""
+    prompt budget's token counts); None for a model that sees the screen as it is (a hosted API). The
+    coordinate convention is the model family's (cfg.episode.model_family)."""
 
     def __init__(
         self,
@@ -43,12 +45,12 @@ class EvalRunner:
         cfg: EvalConfig,
         *,
         view: ModelView | None = None,
-        convention: str = "absolute",
     ):
         if view is None and cfg.episode.max_prompt_tokens is not None:
             raise ValueError("max_prompt_tokens needs the model's processor to count tokens (--processor)")
         self.client_for, self.sandboxes, self.cfg = client_for, sandboxes, cfg
-        self.view, self.convention = view, convention
+        self.view = view
+        self.convention = family_named(cfg.episode.model_family).convention
 
     def mapping(self, screen: tuple[int, int]) -> CoordinateMapping:
         if self.view is not None:
@@ -110,7 +112,6 @@ async def evaluate(
     out_dir: Path,
     *,
     view: ModelView | None = None,
-    convention: str = "absolute",
     save_screenshots: bool = False,
     on_attempt: Callable[[Episode, bool], None] | None = None,
     meta: dict[str, Any] | None = None,
@@ -118,7 +119,7 @@ async def evaluate(
     """Play every row once, each episode with the client `client_for()` gives (the caller closes them), on
     boxes of `sandbox_config` (a SandboxConfig); every attempt goes to <out_dir>/rollouts.jsonl, the report
     to report.json and report.md."""
-    runner = EvalRunner(client_for, RolloutSandboxes(sandbox_config), cfg, view=view, convention=convention)
+    runner = EvalRunner(client_for, RolloutSandboxes(sandbox_config), cfg, view=view)
     recorder = RolloutRecorder(out_dir / "rollouts.jsonl", save_screenshots)
     retried = 0
 

@@ -23,7 +23,6 @@ from cua_agent.episode.chat import EngineChatClient
 from cua_agent.episode.loop import Episode, EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
 from cua_agent.inference.engine import StockVLLMEngine
-from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams
 from cua_agent.rollout.outcomes import Outcomes
 from cua_agent.rollout.recorder import RolloutRecorder
@@ -42,9 +41,7 @@ class CUAWorkflow(RolloutWorkflow):
     def __init__(self, config: Any, rollouts_path: str | Path | None = None):
         agent = config.agent
         self.group_size, self.min_group_size = agent.group_size, agent.min_group_size
-        self.view = ModelView(
-            load_processor(config.tokenizer_path or config.actor.path), agent.coordinate_convention
-        )
+        self.view = ModelView.of_model(config.tokenizer_path or config.actor.path, agent.model_family)
         self.rows = RowBuilder(self.view)
         stop = [self.view.tokenizer.convert_tokens_to_ids("<|im_end|>")]
         self.sampling = SamplingParams(

@@ -45,7 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=2,
         help="as the training config's agent.history_screenshots",
     )
-    ap.add_argument("--coordinate-convention", default="absolute")
+    ap.add_argument(
+        "--model-family", default="qwen2.5-vl", help="as the training config's agent.model_family"
+    )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--lr", type=float, default=1e-2)
@@ -94,7 +96,9 @@ def demonstrations(args: argparse.Namespace, view: Any) -> tuple[list[dict], dic
     task_ids = [t for t in args.task_ids.split(",") if t]
     rows = load_task_rows(args.tasks, args.split, task_ids, seeds_per_task=args.seeds_per_task)
     sandbox = replace(SandboxConfig(), max_concurrency=args.concurrency, warm=0)
-    cfg = EpisodeConfig(max_turns=args.max_turns, history_screenshots=args.history_screenshots)
+    cfg = EpisodeConfig(
+        max_turns=args.max_turns, history_screenshots=args.history_screenshots, model_family=args.model_family
+    )
 
     async def run() -> list:
         boxes = RolloutSandboxes(sandbox)
@@ -122,9 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cua_agent.episode.model_view import ModelView
-    from cua_agent.inference.processing import load_processor
 
-    view = ModelView(load_processor(args.base), args.coordinate_convention)
+    view = ModelView.of_model(args.base, args.model_family)
     start = time.monotonic()
     rows, counts = demonstrations(args, view)
     demo_s = time.monotonic() - start

@@ -42,7 +42,7 @@ async def record(
             broken = True
             try:
                 mapping = view.mapping(*sb.spec.screen)
-                client = OracleChatClient(sb, mapping)
+                client = OracleChatClient(sb, mapping, view.family)
                 try:
                     ep = await run_episode(client.relay, client, row, cfg, mapping)
                 except Exception:  # an oracle that failed (OracleError): no demonstration

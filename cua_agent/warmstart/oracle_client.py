@@ -16,7 +16,7 @@ from typing import Any
 
 from cua_agent.episode.actions import Done, from_wire
 from cua_agent.episode.coordinates import CoordinateMapping
-from cua_agent.episode.tool_calls import format_tool_call
+from cua_agent.episode.families import DEFAULT_FAMILY, FAMILIES, ModelFamily
 from cua_agent.inference.model_call import ModelCall
 from sandbox.base import Sandbox
 from sandbox.oracles import solve
@@ -33,8 +33,10 @@ class OracleChatClient:
     """One per episode. `sandbox` is the episode's box; run the episode on `self.relay` (it steps `sandbox`
     and lets the oracle know)."""
 
-    def __init__(self, sandbox: Sandbox, mapping: CoordinateMapping):
-        self.sandbox, self.mapping = sandbox, mapping
+    def __init__(
+        self, sandbox: Sandbox, mapping: CoordinateMapping, family: ModelFamily = FAMILIES[DEFAULT_FAMILY]
+    ):
+        self.sandbox, self.mapping, self.family = sandbox, mapping, family
         self.relay = _StepRelay(self)
         self.turns: list[DemoTurn] = []
         self._actions: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -52,7 +54,7 @@ class OracleChatClient:
             nxt.cancel()
             self._solver.result()  # an oracle that failed raises here (OracleError): no demonstration
             action = Done()
-        answer = format_tool_call(action, self.mapping)
+        answer = self.family.answer(action, self.mapping)
         self.turns.append(DemoTurn(messages, list(images), answer))
         return ModelCall(answer, images=list(images))
 

@@ -1,8 +1,8 @@
 """The agent loop and the workflow on real sandboxes (podman + chromium + MiniWoB++) and a real vLLM server.
 
 `ScriptedPolicy` stands in for a trained model, which the tiny random model is not: it reads the task's
-state (the oracle view) and *writes text* — tool calls in the model's coordinate convention, with prose
-around them — so what is tested is the agent's real path: text → parser → coordinate mapping → sandbox
+state (the oracle view) and *writes text* — actions in a model family's own form and coordinates, with
+prose around them — so what is tested is the agent's real path: text → parser → coordinate mapping → sandbox
 payload → OS input → the task's own verifier.
 """
 
@@ -17,9 +17,9 @@ from areal.infra.workflow_executor import check_trajectory_format
 
 from cua_agent.episode.actions import Click, Done, TypeText
 from cua_agent.episode.coordinates import CoordinateMapping
+from cua_agent.episode.families import DEFAULT_FAMILY, FAMILIES, ModelFamily
 from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
-from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.model_call import ModelCall
 from cua_agent.inference.processing import load_processor
@@ -40,8 +40,8 @@ def center(el: dict) -> tuple[int, int]:
 class ScriptedPolicy:
     """Plans from the task state after reset, then answers each chat call with the next tool call."""
 
-    def __init__(self, sandbox, mapping: CoordinateMapping):
-        self.sb, self.mapping = sandbox, mapping
+    def __init__(self, sandbox, mapping: CoordinateMapping, family: ModelFamily = FAMILIES[DEFAULT_FAMILY]):
+        self.sb, self.mapping, self.family = sandbox, mapping, family
         self.plan: list | None = None
         self.calls = 0
 
@@ -62,11 +62,12 @@ class ScriptedPolicy:
 
     async def chat(self, messages, images) -> ModelCall:
         assert images and messages[-1]["role"] == "user"
+        assert messages[0]["content"] == self.family.system_prompt(self.mapping)  # the family's prompt
         if self.plan is None:
             self.plan = await self._make_plan()
         self.calls += 1
         action = self.plan.pop(0) if self.plan else Done(success=True)
-        return ModelCall(f"Looking at the screen, I act.\n{format_tool_call(action, self.mapping)}")
+        return ModelCall(f"Looking at the screen, I act.\n{self.family.answer(action, self.mapping)}")
 
 
 class Garbage:
@@ -76,7 +77,7 @@ class Garbage:
 
 @pytest.fixture(scope="module")
 def view() -> ModelView:
-    return ModelView(load_processor(MODELS["untied"]), "absolute")
+    return ModelView(load_processor(MODELS["untied"]), DEFAULT_FAMILY)
 
 
 @pytest.fixture
@@ -88,17 +89,19 @@ async def pool():
         await p.close()
 
 
-@pytest.mark.parametrize("convention", ["absolute", "relative_1000"])
-async def test_scripted_policy_solves_tasks_through_the_agent_loop(pool, view, convention):
-    cfg = EpisodeConfig(max_turns=5, episode_timeout_s=120)
+@pytest.mark.parametrize("family", list(FAMILIES))
+async def test_scripted_policy_solves_tasks_through_the_agent_loop(pool, view, family):
+    """Each model family's prompt reaches the model, and its own action form and coordinates (0-1000 for
+    qwen3-vl, the resized image's pixels for the others) reach the right element."""
+    cfg = EpisodeConfig(max_turns=5, episode_timeout_s=120, model_family=family)
     for task_id in ("miniwob/click-test", "miniwob/click-button", "miniwob/enter-text"):
         async with pool.sandbox() as sb:
-            mapping = ModelView(view.processor, convention).mapping(*sb.spec.screen)
-            policy = ScriptedPolicy(sb, mapping)
+            mapping = ModelView(view.processor, family).mapping(*sb.spec.screen)
+            policy = ScriptedPolicy(sb, mapping, FAMILIES[family])
             ep = await run_episode(sb, policy, {"task_id": task_id, "seed": 11}, cfg, mapping)
         # MiniWoB ends its episode at the decisive click: the agent's episode ends there, no `done` turn.
         assert ep.status == "task_done" and ep.error is None, (task_id, ep.status, ep.error)
-        assert ep.task_reward == 1.0, (task_id, convention, [t.action for t in ep.turns])
+        assert ep.task_reward == 1.0, (task_id, family, [t.action for t in ep.turns])
         assert ep.format_failures == 0 and ep.instruction
         assert policy.calls == len(ep.turns) and not policy.plan, (task_id, policy.calls, policy.plan)
 

@@ -10,7 +10,7 @@ from cua_agent.inference.processing import load_processor
 
 
 def test_count_tokens_counts_the_prompts_tokens():
-    view = ModelView(load_processor(str(MODELS["untied"])), "absolute")
+    view = ModelView(load_processor(str(MODELS["untied"])), "qwen2.5-vl")
     messages = [
         {"role": "system", "content": "You operate a computer. " * 20},
         {"role": "user", "content": [{"type": "text", "text": "Click the button. " * 30}]},

@@ -16,12 +16,8 @@ from PIL import Image
 from cua_agent.episode.actions import Click, Drag, Key, TypeText
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.parser import ParsedAction, parse_action
-from cua_agent.episode.prompting import (
-    Prompt,
-    PromptBudgetError,
-    build_messages,
-    system_prompt,
-)
+from cua_agent.episode.prompting import Prompt, PromptBudgetError, build_messages
+from cua_agent.episode.tool_calls import computer_system_prompt as system_prompt
 from cua_agent.episode.tool_calls import format_tool_call
 from cua_agent.episode.turn import Turn
 from cua_agent.inference.model_call import ModelCall

@@ -20,7 +20,7 @@ import pytest
 
 from cua_agent.episode.actions import Click
 from cua_agent.episode.coordinates import CoordinateMapping
-from cua_agent.episode.tool_calls import format_tool_call
+from cua_agent.episode.families import FAMILIES
 from cua_agent.evaluate.__main__ import main
 from cua_agent.inference.local_server import MODELS
 
@@ -89,7 +89,7 @@ class HostedAPIStandIn:
                 if n <= stand_in.fail_first:
                     return self._send(500, {"error": {"message": "overloaded"}})
                 mapping = CoordinateMapping(1280, 800, 1280, 800, "relative_1000")
-                text = format_tool_call(Click(640, 400), mapping)
+                text = FAMILIES["qwen3-vl"].answer(Click(640, 400), mapping)  # Qwen3-VL's computer_use
                 return self._send(
                     200,
                     {
@@ -140,8 +140,8 @@ def test_against_a_hosted_api_with_its_key_its_coordinates_and_its_errors(tmp_pa
             api.base_url,
             "--model",
             "hosted-vl",
-            "--coordinate-convention",
-            "relative_1000",
+            "--model-family",
+            "qwen3-vl",  # a hosted model that points in 0..1000
         )
     finally:
         api.close()
@@ -159,3 +159,5 @@ def test_against_a_hosted_api_with_its_key_its_coordinates_and_its_errors(tmp_pa
     parts = [p for m in api.requests[-1]["messages"] if isinstance(m["content"], list) for p in m["content"]]
     images = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
     assert images and all(url.startswith("data:image/png;base64,") for url in images)
+    system = api.requests[-1]["messages"][0]
+    assert system["role"] == "system" and '"name": "computer_use"' in system["content"]  # the family's tool

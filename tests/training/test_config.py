@@ -15,6 +15,7 @@ SHIPPED_CONFIGS = [
     "configs/cua_grpo.yaml",
     "configs/cua_grpo_multinode.yaml",
     "configs/cua_grpo_single_gpu.yaml",
+    "configs/cua_grpo_qwen3vl_8b.yaml",
 ]
 
 
@@ -58,7 +59,7 @@ def test_defaults_and_overrides(tmp_path):
     [
         ("agent.group_size=0", "agent.group_size"),
         ("agent.min_group_size=5", "agent.min_group_size"),
-        ("agent.coordinate_convention=pixels", "agent.coordinate_convention"),
+        ("agent.model_family=llava", "agent.model_family"),
         ("agent.on_parse_failure=retry", "agent.on_parse_failure"),
         ("agent.turn_discount=0", "agent.turn_discount"),
         ("agent.episode_timeout_s=10", "agent.episode_timeout_s"),

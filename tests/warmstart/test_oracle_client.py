@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def view() -> ModelView:
-    return ModelView(load_processor(MODELS["untied"]), "absolute")
+    return ModelView(load_processor(MODELS["untied"]), "qwen2.5-vl")
 
 
 @pytest.mark.parametrize(
