@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.local_server import MODELS, VLLMProcess, start_vllm
+from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, VLLMProcess, start_vllm
 
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 
@@ -18,10 +18,9 @@ def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("artefacts")
 
 
-@pytest.fixture(scope="session")
-def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
-    """One server per tiny model ("untied", "tied"), started concurrently through scripts/run_vllm_cpu.sh."""
-    servers = {name: start_vllm(path, artefacts) for name, path in MODELS.items()}
+def _serve(models: dict[str, Path], artefacts: Path):
+    """One server per model, started concurrently through scripts/run_vllm_cpu.sh, stopped after."""
+    servers = {name: start_vllm(path, artefacts) for name, path in models.items()}
     try:
         with ThreadPoolExecutor(len(servers)) as pool:
             list(pool.map(lambda s: s.wait_healthy(SERVER_START_TIMEOUT_S), servers.values()))
@@ -31,9 +30,31 @@ def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
             s.stop()
 
 
+@pytest.fixture(scope="session")
+def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
+    """The tiny Qwen2.5-VL models' servers ("untied", "tied")."""
+    yield from _serve(MODELS, artefacts)
+
+
+@pytest.fixture(scope="session")
+def qwen3_vl_servers(artefacts: Path) -> dict[str, VLLMProcess]:
+    """The tiny Qwen3-VL models' servers ("untied", "tied"), started by the first test that needs them."""
+    yield from _serve(QWEN3_VL_MODELS, artefacts)
+
+
 @pytest.fixture
 def rollout_engine(vllm_servers):
     """AReaL's rollout machinery over the untied tiny model's server (StockVLLMEngine), torn down after."""
+    yield from _engine(vllm_servers["untied"].address)
+
+
+@pytest.fixture
+def qwen3_vl_rollout_engine(qwen3_vl_servers):
+    """The same over the untied tiny Qwen3-VL's server."""
+    yield from _engine(qwen3_vl_servers["untied"].address)
+
+
+def _engine(address: str):
     import uuid
 
     from areal.api.cli_args import InferenceEngineConfig
@@ -48,7 +69,7 @@ def rollout_engine(vllm_servers):
         setup_timeout=60,
     )
     engine = StockVLLMEngine(config)
-    engine.initialize(addr=[vllm_servers["untied"].address], train_data_parallel_size=1)
+    engine.initialize(addr=[address], train_data_parallel_size=1)
     try:
         yield engine
     finally:

@@ -6,13 +6,14 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
 1. Packed micro-batches with `sdpa`: AReaL packs several sequences into one row and passes their bounds as
    `cu_seq_lens_q` for flash-attention's varlen kernels, with `attention_mask={"full_attention": None}`
    (areal/engine/fsdp_engine.py:1897). Plain sdpa runs one causal attention over the whole row, so every
-   sequence after the first attends to the ones before it: ~5e-2 logprob error. Flash-attention (GPUs) is
-   unaffected; CPU and any sdpa run are.
+   sequence after the first attends to the ones before it: ~5e-2 logprob error (9.8e-2 on the tiny Qwen3-VL's
+   rows, 4.8e-7 with the fix). Flash-attention (GPUs) is unaffected; CPU and any sdpa run are.
 2. Qwen2.5-VL mRoPE: `Qwen2_5_VLModel.get_vision_position_ids` gives image tokens the temporal position
    `start * time_interval` (time_interval = tokens_per_second * second_per_grid_t) instead of
    `start + t_index * time_interval` (the original Qwen2.5-VL algorithm, which vLLM implements). Image tokens
    then carry wrong rotary phases: ~3e-3 logprob error on the tiny model (tokens_per_second 4; 2 in the real
    Qwen2.5-VL configs). HF's own forward only uses these 3-D positions when `mm_token_type_ids` is passed.
+   Qwen3-VL's own positions are right (4.8e-7 without this fix), so it patches Qwen2.5-VL only.
 3. Ragged lists across ranks: before every update AReaL gathers each rank's trajectories on every rank
    (areal/infra/dist_rollout.py, `all_gather_tensor_container`), element by element, and raises on lists
    of different lengths. A group's `multi_modal_input` holds one entry per row (turn), so two ranks whose

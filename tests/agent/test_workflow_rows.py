@@ -16,15 +16,19 @@ from cua_agent.config import AgentConfig, SandboxConfig
 from cua_agent.episode.actions import Click
 from cua_agent.episode.loop import Episode
 from cua_agent.episode.turn import Turn
-from cua_agent.inference.local_server import MODELS
+from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS
 from cua_agent.inference.model_call import ModelCall
 from cua_agent.rollout.rewards import normalise_group
 from cua_agent.rollout.workflow import CUAWorkflow
 from tests.inference.reference import screenshot
 
+# The tiny model of each family the workflow is tested with.
+FAMILY_MODELS = {"qwen2.5-vl": MODELS["untied"], "qwen3-vl": QWEN3_VL_MODELS["untied"]}
+
 
 def config(**agent) -> SimpleNamespace:
-    """The workflow's config sections: the real dataclasses (every field, its default), small values."""
+    """The workflow's config sections: the real dataclasses (every field, its default), small values; the
+    model is agent.model_family's tiny model."""
     overrides = dict(
         group_size=3,
         max_turns=4,
@@ -33,11 +37,13 @@ def config(**agent) -> SimpleNamespace:
         episode_timeout_s=300.0,
         save_screenshots=True,
     )
+    agent_config = AgentConfig(**{**overrides, **agent})
+    model = str(FAMILY_MODELS[agent_config.model_family])
     return SimpleNamespace(
-        agent=AgentConfig(**{**overrides, **agent}),
+        agent=agent_config,
         sandbox=SandboxConfig(max_concurrency=2, acquire_timeout_s=60.0),
-        tokenizer_path=str(MODELS["untied"]),
-        actor=SimpleNamespace(path=str(MODELS["untied"])),
+        tokenizer_path=model,
+        actor=SimpleNamespace(path=model),
     )
 
 
@@ -97,8 +103,9 @@ def rows_of(batch: dict) -> int:
     return batch["input_ids"].shape[0]
 
 
-def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory):
-    wf = workflow_factory()
+@pytest.mark.parametrize("family", list(FAMILY_MODELS))
+def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory, family):
+    wf = workflow_factory(model_family=family)
     eps = [episode(wf, 1, 1.0, seed=1), episode(wf, 2, 0.0, seed=2), episode(wf, 3, 0.0, seed=3)]
     batch = wf.group_to_batch(eps, {"task_id": "miniwob/click-test", "seed": 0})
     assert batch is not None and rows_of(batch) == 6
@@ -200,7 +207,8 @@ def test_output_with_a_vision_placeholder_is_the_policys_failure_not_a_dropped_e
         assert not batch["mm_token_type_ids"][i][out].any()
 
 
-def test_rows_keep_each_screenshot_once_as_png_and_pixel_values_are_built_from_them(workflow_factory):
+@pytest.mark.parametrize("family", list(FAMILY_MODELS))
+def test_rows_keep_each_screenshot_once_as_png_and_pixel_values_are_built_from_them(workflow_factory, family):
     """A row holds its screenshots as the episode's PNG bytes (shared with the other rows that show them),
     never decoded pixel values (~25 MB per 1280x800 image for Qwen2.5-VL-7B); the trainer builds pixel
     values from them, equal to the processor's on the same images."""
@@ -210,7 +218,7 @@ def test_rows_keep_each_screenshot_once_as_png_and_pixel_values_are_built_from_t
 
     from cua_agent.rollout.rows import SCREENSHOTS, batch_pixel_values, pixel_values
 
-    wf = workflow_factory()
+    wf = workflow_factory(model_family=family)
     ep = Episode("miniwob/click-test", 0, "Click OK.", task_reward=1.0, status="done")
     shots: list[bytes] = []
     for t in range(3):  # as the loop does: each call embeds the newest screenshots, the same objects

@@ -1,7 +1,9 @@
 """Consistency: on rows the workflow emitted against the real vLLM CPU server (real sandboxes, real
 screenshots, one- and two-image turns), AReaL's FSDP actor recomputes the logprobs before any update and
-they match the rows' server logprobs within 1e-3 (fp32). Measured: 9.5e-7 — with the fixes of
-cua_agent/train/patches.py; without them 5e-2 (packed micro-batches on sdpa) and 3e-3 (Qwen2.5-VL mRoPE)."""
+they match the rows' server logprobs within 1e-3 (fp32), for each model family's tiny model. Measured on
+Qwen2.5-VL: 9.5e-7 — with the fixes of cua_agent/train/patches.py; without them 5e-2 (packed micro-batches
+on sdpa) and 3e-3 (Qwen2.5-VL mRoPE). Qwen3-VL: 4.8e-7; 9.8e-2 without the sdpa fix, and the same 4.8e-7
+without the mRoPE fix, which is Qwen2.5-VL's only."""
 
 from __future__ import annotations
 
@@ -14,18 +16,33 @@ from pathlib import Path
 import pytest
 import torch
 
-from cua_agent.inference.local_server import MODELS
 from cua_agent.rollout.workflow import CUAWorkflow
-from tests.agent.test_workflow_rows import config
+from tests.agent.test_workflow_rows import FAMILY_MODELS, config
 
 pytestmark = pytest.mark.slow
 TOL = 1e-3
 
 
-async def test_fsdp_actor_recomputes_the_servers_logprobs(rollout_engine, tmp_path: Path):
-    engine = rollout_engine
+ENGINES = {"qwen2.5-vl": "rollout_engine", "qwen3-vl": "qwen3_vl_rollout_engine"}  # tests/conftest.py
+
+
+@pytest.fixture(params=list(ENGINES))
+def family_engine(request):
+    """(model family, rollout engine over its tiny model's server), set up before the test's event loop."""
+    return request.param, request.getfixturevalue(ENGINES[request.param])
+
+
+async def test_fsdp_actor_recomputes_the_servers_logprobs(family_engine, tmp_path: Path):
+    family, engine = family_engine
     wf = CUAWorkflow(
-        config(group_size=2, min_group_size=2, max_turns=2, max_new_tokens=16, history_screenshots=2)
+        config(
+            group_size=2,
+            min_group_size=2,
+            max_turns=2,
+            max_new_tokens=16,
+            history_screenshots=2,
+            model_family=family,
+        )
     )
     try:
         (batch,) = engine.rollout_batch(
@@ -42,7 +59,7 @@ async def test_fsdp_actor_recomputes_the_servers_logprobs(rollout_engine, tmp_pa
     out = tmp_path / "result.json"
     script = Path(__file__).with_name("recompute_logp.py")
     proc = subprocess.run(
-        [sys.executable, str(script), str(rows), str(MODELS["untied"]), str(out)],
+        [sys.executable, str(script), str(rows), str(FAMILY_MODELS[family]), str(out)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -50,6 +67,6 @@ async def test_fsdp_actor_recomputes_the_servers_logprobs(rollout_engine, tmp_pa
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    print(f"\nconsistency: {result}")
+    print(f"\nconsistency ({family}): {result}")
     assert result["n_tokens"] > 0
     assert result["max"] <= TOL, result

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import io
 import random
+import shutil
 from pathlib import Path
+from typing import Any
 
 import torch
 from PIL import Image, ImageDraw
@@ -13,6 +15,8 @@ from transformers import AutoModelForImageTextToText
 
 from cua_agent.inference.processing import load_processor
 from cua_agent.train import patches as trainer_patches
+
+PARITY_TOL = 1e-3  # fp32, docs/architecture.md, vLLM
 
 
 def screenshot(seed: int, size: tuple[int, int] = (1280, 800)) -> Image.Image:
@@ -79,3 +83,46 @@ class HFReference:
             p.add_(torch.randn(p.shape, generator=gen) * scale)
         self.model.save_pretrained(out)
         self.processor.save_pretrained(out)
+
+
+def max_abs_diff(a: list[float], b: list[float]) -> float:
+    assert len(a) == len(b) and a, (len(a), len(b))
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+async def parity_across_update(
+    server: Any, ref: HFReference, scratch: Path, sampling: Any, tol: float = PARITY_TOL
+) -> tuple[float, float]:
+    """Max |HF - server| logprob on a two-screenshot prompt before and after a weight update from disk (the
+    reference's weights perturbed); the server gets the original weights back after. `ref` holds the
+    perturbed weights on return: load a new one."""
+    from cua_agent.inference.weight_sync import update_servers_from_disk
+
+    images = [screenshot(7), screenshot(8)]
+    messages = chat_messages(images, "Type hello into the field.")
+    before = await server.chat(messages, sampling)
+    hf_before = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
+    err_before = max_abs_diff(hf_before, before.output_logprobs)
+    assert err_before <= tol, f"HF vs vLLM before update: {err_before:.2e}"
+
+    version_before = await server.weight_version() or 0
+    checkpoint = scratch / "step1"
+    ref.save_perturbed(checkpoint, scale=0.01)
+    try:
+        await update_servers_from_disk([server], str(checkpoint), version=version_before + 1)
+        assert await server.weight_version() == version_before + 1
+        # The served distribution moved: the same tokens now have other logprobs...
+        same = await server.chat(messages, sampling)
+        assert same.prompt_token_ids == before.prompt_token_ids
+        hf_after_old_tokens = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
+        assert max_abs_diff(hf_after_old_tokens, hf_before) > 10 * tol
+        # ...and the server agrees with the updated HF model on what it samples now.
+        err_after = max_abs_diff(
+            ref.logprobs(images, same.prompt_token_ids, same.output_token_ids), same.output_logprobs
+        )
+        assert err_after <= tol, f"HF vs vLLM after update: {err_after:.2e}"
+        return err_before, err_after
+    finally:  # the original weights back, so other tests see the model they expect
+        restored = scratch / "restore"
+        shutil.copytree(ref.model_dir, restored)
+        await update_servers_from_disk([server], str(restored), version=version_before + 2)

@@ -1,24 +1,23 @@
 """The tiny Qwen3-VL (patch 16, DeepStack, interleaved mRoPE) served by vLLM CPU: the server's prompt ids are
-the HF processor's, and the trainer's HF model recomputes the server's logprobs, untied and tied.
+the HF processor's, and the trainer's HF model recomputes the server's logprobs, untied and tied, before and
+after a weight update.
 
-One server at a time, started here (not by the session fixture `vllm_servers`, which serves MODELS only)."""
+The servers are the session's `qwen3_vl_servers` (tests/conftest.py), shared with the Qwen3-VL consistency
+and training tests."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.local_server import QWEN3_VL_MODELS, VLLMProcess, start_vllm
+from cua_agent.inference.local_server import QWEN3_VL_MODELS, VLLMProcess
 from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
-from tests.inference.reference import HFReference, chat_messages, screenshot
+from tests.inference.reference import PARITY_TOL, HFReference, chat_messages, parity_across_update, screenshot
 
 pytestmark = pytest.mark.slow
 
-SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))  # as tests/conftest.py
-PARITY_TOL = 1e-3  # fp32, docs/architecture.md, vLLM
 SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, seed=0)
 INSTRUCTION = "Click the Submit button."
 TOKENS_PER_SCREENSHOT = 640  # 1280x800 -> 640x1024 pixels -> 40x64 patches of 16 -> 20x32 merged
@@ -31,17 +30,10 @@ async def _close_sessions():
 
 
 @pytest.fixture(scope="module", params=["untied", "tied"])
-def served(request, artefacts: Path) -> tuple[str, VLLMProcess, HFReference]:
+def served(request, qwen3_vl_servers) -> tuple[str, VLLMProcess, HFReference]:
     """(variant, server, HF reference) for one tiny Qwen3-VL; the module's tests run per variant in turn."""
     variant = request.param
-    model_dir = QWEN3_VL_MODELS[variant]
-    proc = start_vllm(model_dir, artefacts)
-    try:
-        ref = HFReference(model_dir)  # loads while the server starts
-        proc.wait_healthy(SERVER_START_TIMEOUT_S)
-        yield variant, proc, ref
-    finally:
-        proc.stop()
+    return variant, qwen3_vl_servers[variant], HFReference(QWEN3_VL_MODELS[variant])
 
 
 @pytest.mark.parametrize("n_images", [1, 2])
@@ -70,3 +62,9 @@ async def test_server_prompt_and_logprobs_match_hf(served, n_images):
     err = max(abs(a - b) for a, b in zip(hf, gen.output_logprobs, strict=True))
     print(f"\nqwen3-vl {variant}, {n_images} screenshot(s): max |HF - vLLM| logprob {err:.2e}")
     assert err <= PARITY_TOL, f"{variant}, {n_images} screenshot(s): HF vs vLLM {err:.2e}"
+
+
+async def test_parity_before_and_after_weight_update(served, tmp_path: Path):
+    variant, proc, ref = served
+    err_before, err_after = await parity_across_update(VLLMServer(proc.address), ref, tmp_path, SAMPLING)
+    print(f"\nqwen3-vl {variant}: parity before {err_before:.2e}, after a weight update {err_after:.2e}")

@@ -15,11 +15,10 @@ from cua_agent.inference.local_server import MODELS, VLLMProcess, free_port, vll
 from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
-from tests.inference.reference import HFReference, chat_messages, screenshot
+from tests.inference.reference import HFReference, chat_messages, parity_across_update, screenshot
 
 pytestmark = pytest.mark.slow
 
-PARITY_TOL = 1e-3  # fp32, docs/architecture.md, vLLM
 SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, seed=0)
 
 
@@ -32,11 +31,6 @@ async def _close_sessions():
 @pytest.fixture(scope="module")
 def refs() -> dict[str, HFReference]:
     return {name: HFReference(path) for name, path in MODELS.items()}
-
-
-def max_abs_diff(a: list[float], b: list[float]) -> float:
-    assert len(a) == len(b) and a, (len(a), len(b))
-    return max(abs(x - y) for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("n_images", [1, 2])
@@ -84,39 +78,9 @@ async def test_banned_tokens_are_never_sampled(vllm_servers):
 async def test_parity_before_and_after_weight_update(vllm_servers, refs, variant, tmp_path: Path):
     proc, ref = vllm_servers[variant], refs[variant]
     assert ties_embeddings(ref.model_dir) == (variant == "tied")
-    server = VLLMServer(proc.address)
-    images = [screenshot(7), screenshot(8)]
-    messages = chat_messages(images, "Type hello into the field.")
-
-    before = await server.chat(messages, SAMPLING)
-    hf_before = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
-    err_before = max_abs_diff(hf_before, before.output_logprobs)
-    assert err_before <= PARITY_TOL, f"{variant}: HF vs vLLM before update: {err_before:.2e}"
-
-    version_before = await server.weight_version()
-    checkpoint = tmp_path / "step1"
-    ref.save_perturbed(checkpoint, scale=0.01)
-    try:
-        await update_servers_from_disk([server], str(checkpoint), version=(version_before or 0) + 1)
-        assert await server.weight_version() == (version_before or 0) + 1
-
-        # The served distribution moved: the same tokens now have other logprobs...
-        same = await server.chat(messages, SAMPLING)
-        assert same.prompt_token_ids == before.prompt_token_ids
-        hf_after_old_tokens = ref.logprobs(images, before.prompt_token_ids, before.output_token_ids)
-        assert max_abs_diff(hf_after_old_tokens, hf_before) > 10 * PARITY_TOL
-        # ...and the server agrees with the updated HF model on what it samples now.
-        err_after = max_abs_diff(
-            ref.logprobs(images, same.prompt_token_ids, same.output_token_ids), same.output_logprobs
-        )
-        assert err_after <= PARITY_TOL, f"{variant}: HF vs vLLM after update: {err_after:.2e}"
-        print(f"\nparity {variant}: before {err_before:.2e}, after update {err_after:.2e}")
-    finally:
-        # Put the original weights back so other tests see the model they expect.
-        restored = tmp_path / "restore"
-        shutil.copytree(ref.model_dir, restored)
-        await update_servers_from_disk([server], str(restored), version=(version_before or 0) + 2)
-        refs[variant] = HFReference(ref.model_dir)
+    err_before, err_after = await parity_across_update(VLLMServer(proc.address), ref, tmp_path, SAMPLING)
+    print(f"\nparity {variant}: before {err_before:.2e}, after update {err_after:.2e}")
+    refs[variant] = HFReference(ref.model_dir)
 
 
 async def test_tied_checkpoint_on_a_tied_server_is_refused(artefacts, tmp_path: Path):
