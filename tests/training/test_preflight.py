@@ -10,6 +10,7 @@ from functools import cache
 
 import pytest
 
+from cua_agent.episode.families import check_checkpoint
 from cua_agent.inference.local_server import MODELS, REPO
 from cua_agent.rollout.task_rows import load_task_rows
 from cua_agent.train.preflight import GiB, ModelShape, check, model_shape
@@ -21,6 +22,7 @@ GPU_CONFIGS = [
     ("configs/cua_grpo.yaml", "qwen2.5-vl-7b", 80),
     ("configs/cua_grpo_multinode.yaml", "qwen2.5-vl-7b", 80),
     ("configs/cua_grpo_single_gpu.yaml", "qwen2.5-vl-3b", 60),
+    ("configs/cua_grpo_qwen3vl_8b.yaml", "qwen3-vl-8b", 80),
 ]
 PLENTY = 1 << 50  # host memory and disk that never limit
 
@@ -42,10 +44,15 @@ def test_model_shapes_are_counted_from_config_files_alone():
     # 1280x800 → resized to 1288x812 → 92x58 patches of 14 px → 2x2 merged: 1334 tokens per screenshot
     assert seven.image_tokens == three.image_tokens == 1334
     assert seven.merge == 2 and seven.patch_values == 3 * 2 * 14 * 14
+    # Qwen3-VL-8B: patch 16 -> 1280x800 stays 1280x800 (multiples of 32) -> 80x50 patches -> 40x25 merged
+    eight = shape("qwen3-vl-8b")
+    assert eight.params == 8_767_123_696 and eight.image_tokens == 1000
+    assert eight.patch_values == 3 * 2 * 16 * 16 and eight.layers == 36 and eight.vocab == 151936
 
 
 @pytest.mark.parametrize(("config", "model", "gpu"), GPU_CONFIGS)
 def test_shipped_gpu_configs_fit_their_gpus(tmp_path, config, model, gpu):
+    check_checkpoint(load(tmp_path, config=config).agent.model_family, SHAPES / model)  # the right family
     budgets, problems, notes = run_check(tmp_path, config, model, gpu=gpu)
     assert problems == []
     train = budgets[0]
