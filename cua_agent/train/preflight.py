@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.episode.families import ModelFamilyError, check_checkpoint
 from cua_agent.inference.model_files import ModelNotFoundError, model_dir
 
 GiB = 1024**3
@@ -340,6 +341,11 @@ def check(
     host.where, disk.where = "on this machine", "free"
     problems: list[str] = []
     notes: list[str] = []
+    if shape is None:  # the model's own files: its architecture must be the agent's model family's
+        try:
+            check_checkpoint(config.agent.model_family, model_dir(config.actor.path, files=["config.json"]))
+        except ModelFamilyError as exc:
+            problems.append(str(exc))
     mb = config.actor.mb_spec.max_tokens_per_mb
     if w.row_tokens is not None and w.row_tokens > mb:
         problems.append(

@@ -201,3 +201,10 @@ def test_gbox_settings_are_validated_by_name(tmp_path):
 
     with pytest.raises(ConfigError, match=r"sandbox\.gbox_expires_in_s: must be >= 60"):
         load(tmp_path, "sandbox.backend=gbox", "sandbox.gbox_expires_in_s=10", config="configs/cua_grpo.yaml")
+
+
+def test_a_model_of_another_family_is_refused_naming_agent_model_family(tmp_path):
+    cfg = load(tmp_path, "agent.model_family=qwen3-vl", f"actor.path={SHAPES / 'qwen2.5-vl-7b'}")
+    rows = load_task_rows(REPO / cfg.tasks.train_path, cfg.tasks.train_split, list(cfg.tasks.task_ids))
+    _, problems, _ = check(cfg, rows, gpu_bytes=None, host_bytes=PLENTY, disk_bytes=PLENTY)
+    assert [p for p in problems if p.startswith("agent.model_family is 'qwen3-vl'")], problems
