@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vLLM's CPU build serving the policy (embedded default). Foreground; Ctrl-C stops it.
 #   VLLM_MODEL (default: the tiny model), VLLM_HOST (127.0.0.1), VLLM_PORT (8000),
-#   VLLM_HEALTH_TIMEOUT (300 s), VLLM_MAX_MODEL_LEN (8192); extra arguments go to the server.
+#   VLLM_HEALTH_TIMEOUT (300 s), VLLM_MAX_MODEL_LEN (8192), VLLM_LORA_RANK and VLLM_MAX_LORAS (LoRA runs,
+#   scripts/vllm_common.sh); extra arguments go to the server.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$REPO_ROOT/scripts/vllm_common.sh"
@@ -18,9 +19,10 @@ model="$(serving_dir "$py" "$model")"
 export VLLM_TARGET_DEVICE=cpu VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
   VLLM_SERVER_DEV_MODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
+lora_args
 serve_until_exit "${VLLM_HOST:-127.0.0.1}" "${VLLM_PORT:-8000}" "${VLLM_HEALTH_TIMEOUT:-300}" \
   "$py" -m vllm.entrypoints.openai.api_server \
     --model "$model" --served-model-name "$served_name" --host "${VLLM_HOST:-127.0.0.1}" --port "${VLLM_PORT:-8000}" \
     --dtype float32 --enforce-eager --distributed-executor-backend uni \
     --max-model-len "${VLLM_MAX_MODEL_LEN:-8192}" --limit-mm-per-prompt '{"image": 8}' \
-    --generation-config vllm --disable-log-stats "$@"
+    --generation-config vllm --disable-log-stats "${LORA_ARGS[@]}" "$@"

@@ -38,3 +38,20 @@ serving_dir() {
   PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$py" -m cua_agent.inference.tied_head \
     serving-copy "$model" "$CUA_HOME/serving/$key" || die "cannot prepare $model for serving"
 }
+
+# LoRA runs (actor.use_lora): with VLLM_LORA_RANK set, LORA_ARGS serves up to VLLM_MAX_LORAS (4) adapters of
+# that rank or less, loaded and unloaded at runtime (cua_agent/inference/adapter_sync.py); else it is empty.
+LORA_ARGS=()
+lora_args() {
+  local rank="${VLLM_LORA_RANK:-}" r
+  [ -n "$rank" ] || return 0
+  [[ "$rank" =~ ^[0-9]+$ ]] || die "VLLM_LORA_RANK must be a number, got '$rank'"
+  for r in 1 8 16 32 64 128 256 320 512; do  # the values vLLM accepts for --max-lora-rank
+    if (( r >= rank )); then
+      export VLLM_ALLOW_RUNTIME_LORA_UPDATING=True
+      LORA_ARGS=(--enable-lora --max-lora-rank "$r" --max-loras "${VLLM_MAX_LORAS:-4}")
+      return 0
+    fi
+  done
+  die "VLLM_LORA_RANK=$rank is above vLLM's largest --max-lora-rank, 512"
+}

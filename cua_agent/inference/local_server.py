@@ -83,13 +83,27 @@ class VLLMProcess:
 
 
 def start_vllm(
-    model_dir: Path, log_dir: Path, *, port: int | None = None, extra_env: dict | None = None
+    model_dir: Path,
+    log_dir: Path,
+    *,
+    port: int | None = None,
+    extra_env: dict | None = None,
+    lora: tuple[int, int] | None = None,
 ) -> VLLMProcess:
+    """`lora`: (rank, adapters) to serve up to `adapters` LoRA adapters of rank <= `rank`, loaded at runtime
+    (VLLM_LORA_RANK, VLLM_MAX_LORAS of scripts/vllm_common.sh)."""
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"tiny model missing at {model_dir}: run `make setup`")
     port = port or free_port()
     log_path = Path(log_dir) / f"vllm-{model_dir.name}-{port}.log"
-    env = {**os.environ, "VLLM_MODEL": str(model_dir), "VLLM_PORT": str(port), **(extra_env or {})}
+    lora_env = {"VLLM_LORA_RANK": str(lora[0]), "VLLM_MAX_LORAS": str(lora[1])} if lora else {}
+    env = {
+        **os.environ,
+        "VLLM_MODEL": str(model_dir),
+        "VLLM_PORT": str(port),
+        **lora_env,
+        **(extra_env or {}),
+    }
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             ["bash", str(REPO / "scripts" / "run_vllm_cpu.sh")],

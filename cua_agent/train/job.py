@@ -72,7 +72,12 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 )
             if int(os.environ["WORLD_SIZE"]) > 1:
                 raise ValueError("inference.launch_local runs single-process only; start servers yourself")
-            server = start_vllm(model_dir(config.actor.path), log_dir)
+            lora = (
+                (config.actor.lora_rank, config.rollout.max_head_offpolicyness + 3)  # kept versions + 1
+                if config.actor.use_lora
+                else None
+            )
+            server = start_vllm(model_dir(config.actor.path), log_dir, lora=lora)
             logger.info(f"Starting a local vLLM server on {config.actor.path} (log: {server.log_path})")
             server.wait_healthy(LOCAL_SERVER_TIMEOUT_S)
             addresses = [server.address]
