@@ -7,6 +7,7 @@ name of the field.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from areal.api.cli_args import GRPOConfig
@@ -290,6 +291,28 @@ class CheckpointConfig:
         )
 
 
+# The language model's projections in Qwen2.5-VL and Qwen3-VL: LoRA's default targets (actor.target_modules: []).
+LORA_DEFAULT_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class LoraConfig:
+    """LoRA beyond AReaL's own fields (actor.use_lora, actor.lora_rank, actor.lora_alpha, actor.target_modules:
+    module names, [] = the language model's projections). The adapter is synced to the servers alone
+    (cua_agent/inference/adapter_sync.py)."""
+
+    # false: the modules named in actor.target_modules get adapters in the language model only (vLLM serves
+    # language-model adapters); true: wherever those names occur, the vision tower included.
+    vision_tower: bool = False
+
+
+def lora_target_modules(config: CUAGRPOConfig) -> str:
+    """The regular expression (PEFT matches it against full module names) of the modules that get LoRA."""
+    names = "|".join(map(re.escape, config.actor.target_modules or LORA_DEFAULT_MODULES))
+    scope = r"(?:.*\.)?" if config.lora.vision_tower else r"(?:.*\.)?language_model\.(?:.*\.)?"
+    return f"{scope}(?:{names})"
+
+
 @dataclass
 class CUAGRPOConfig(GRPOConfig):
     inference: InferenceConfig = field(default_factory=InferenceConfig)
@@ -298,6 +321,7 @@ class CUAGRPOConfig(GRPOConfig):
     tasks: TasksConfig = field(default_factory=TasksConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
     # Import path of the RolloutWorkflow class; constructed as cls(config=config).
     workflow: str = "cua_agent.rollout.workflow.CUAWorkflow"
 
@@ -360,6 +384,28 @@ def validate(config: CUAGRPOConfig) -> None:
         "workflow",
         f"must be an import path like 'pkg.module.Class', got {config.workflow!r}",
     )
+    if config.actor.use_lora:
+        _check(config.actor.lora_rank >= 1, "actor.lora_rank", f"must be >= 1, got {config.actor.lora_rank}")
+        _check(config.actor.lora_alpha > 0, "actor.lora_alpha", f"must be > 0, got {config.actor.lora_alpha}")
+        _check(
+            config.actor.peft_type == "lora",
+            "actor.peft_type",
+            f"must be 'lora', got {config.actor.peft_type!r}",
+        )
+        _check(
+            all(
+                isinstance(m, str) and re.fullmatch(r"[A-Za-z0-9_.]+", m) for m in config.actor.target_modules
+            ),
+            "actor.target_modules",
+            f"must be module names like q_proj ([] = {list(LORA_DEFAULT_MODULES)}), got "
+            f"{list(config.actor.target_modules)}",
+        )
+        _check(
+            config.recover.mode in ("disabled", "off"),
+            "recover.mode",
+            "must be disabled with actor.use_lora: recover checkpoints (and resume) of LoRA runs are not "
+            f"implemented yet, got {config.recover.mode!r}",
+        )
     _check(
         not (config.checkpoint.resume_from and config.recover.mode in ("disabled", "off")),
         "checkpoint.resume_from",

@@ -13,6 +13,8 @@ discovery) and replaces what touches the server:
 - a server that stops answering (restart, crash, hang) is waited for, bounded by `recovery_timeout_s`;
   when it answers again its served version is checked and, if it lost our weights (a restarted server
   serves the base model), the current weights are pushed again before it generates;
+- with LoRA (`serve_lora`), updates load the adapter under a versioned name and requests name the adapter
+  of their weight version (see `adapter_sync`).
 Training bookkeeping around it (which rows a batch trained on, stop signals) is `train/rollouts.py`.
 """
 
@@ -35,7 +37,8 @@ from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
 from areal.utils import logging, name_resolve, names, stats_tracker
 
-from .errors import ServerUnavailableError
+from .adapter_sync import adapter_digest, adapter_name, is_adapter, load_adapter
+from .errors import ServerUnavailableError, WeightUpdateError
 from .http import RetryPolicy
 from .model_call import ModelCall
 from .vllm_server import (
@@ -47,6 +50,22 @@ from .vllm_server import (
 from .weight_sync import update_servers_from_disk
 
 log = logging.getLogger("StockVLLMEngine")
+
+
+async def _unload_all(server: VLLMServer, names: list[str]) -> None:
+    for name in names:
+        await server.unload_lora_adapter(name)
+
+
+@dataclasses.dataclass
+class _Lora:
+    """The adapters the servers serve: versioned names, the newest `keep` of them loaded."""
+
+    name: str
+    keep: int
+    digest: str | None  # the newest version's tensors (the initial adapter's: the base model's)
+    served: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)  # version -> (name, dir)
+
 
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
 _DONE = ("stop", "length", "tool_calls")
@@ -102,6 +121,23 @@ class StockVLLMEngine(RemoteInfEngine):
         self._weights_lock = threading.Lock()  # a re-push and a trainer update never interleave
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self.counters = {"server_errors": 0, "server_recoveries": 0, "weight_repushes": 0, "stale_servers": 0}
+        self._lora: _Lora | None = None
+
+    def serve_lora(self, lora_name: str, keep_versions: int, initial_adapter: str | None = None) -> None:
+        """Weight updates are LoRA adapters from now on; version 0 is the base model (`initial_adapter`,
+        the trainer's fresh adapter, serves the same)."""
+        if keep_versions < 1:
+            raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")
+        digest = adapter_digest(initial_adapter) if initial_adapter else None
+        self._lora = _Lora(lora_name, keep_versions, digest)
+
+    def model_for(self, version: int) -> str | None:
+        """The served name of a weight version: its adapter with LoRA (the newest one loaded at or before
+        it), else None (the server's model)."""
+        if self._lora is None:
+            return None
+        loaded = [v for v in self._lora.served if v <= version]
+        return self._lora.served[max(loaded)][0] if loaded else None
 
     def initialize(self, *args: Any, **kwargs: Any) -> Any:
         """AReaL's server discovery; then every server is resumed: a trainer killed during a weight update
@@ -144,6 +180,13 @@ class StockVLLMEngine(RemoteInfEngine):
     def destroy(self) -> None:
         close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
         super().destroy()
+        if self._lora is not None and self._lora.served:  # training is over: its sync adapters go
+            names = [name for name, _ in self._lora.served.values()]
+            log.info(f"Training is over: unloading LoRA adapters {names} from the servers")
+            self._on_all_servers(lambda server: _unload_all(server, names))
+            for _, path in self._lora.served.values():
+                shutil.rmtree(path, ignore_errors=True)
+            self._lora.served.clear()
         if self._current_weights is not None:  # training is over: nothing left to re-push
             shutil.rmtree(self._current_weights[0], ignore_errors=True)
             self._current_weights = None
@@ -181,7 +224,8 @@ class StockVLLMEngine(RemoteInfEngine):
             await self._wait_unpaused()
             version = self.get_version()
             attempts += 1
-            call = await self._generate(address, lambda s: s.chat(messages, sampling))
+            model = self.model_for(version)
+            call = await self._generate(address, lambda s, m=model: s.chat(messages, sampling, model=m))
             if call.finish_reason != "abort":
                 return dataclasses.replace(call, version=version, attempts=attempts)
             await asyncio.sleep(0.2)
@@ -217,7 +261,10 @@ class StockVLLMEngine(RemoteInfEngine):
             version = self.get_version()
             sampling.max_tokens = budget - len(out_ids)
             prompt = list(req.input_ids) + out_ids
-            gen = await self._generate(address, lambda s, p=prompt: s.complete_tokens(p, sampling))
+            model = self.model_for(version)
+            gen = await self._generate(
+                address, lambda s, p=prompt, m=model: s.complete_tokens(p, sampling, model=m)
+            )
             out_ids += gen.output_token_ids
             out_lp += gen.output_logprobs
             versions += [version] * len(gen.output_token_ids)
@@ -276,14 +323,25 @@ class StockVLLMEngine(RemoteInfEngine):
         await asyncio.to_thread(self._weights_lock.acquire)
         try:
             current = self._current_weights
-            served = await server.weight_version()
-            if current is None or served == current[1]:
+            if current is None:
                 return False
             path, version = current
-            log.warning(f"vLLM server {address} serves version {served}, not {version}: pushing {path} again")
-            await update_servers_from_disk(
-                [server], path, version, tied_embeddings=self.tied_embeddings, pause=True
-            )
+            if self._lora is not None:
+                name = self._lora.served[version][0]
+                if name in await server.served_models():
+                    return False
+                log.warning(f"vLLM server {address} does not serve adapter {name}: loading {path} again")
+                await server.load_lora_adapter(name, path)
+            else:
+                served = await server.weight_version()
+                if served == version:
+                    return False
+                log.warning(
+                    f"vLLM server {address} serves version {served}, not {version}: pushing {path} again"
+                )
+                await update_servers_from_disk(
+                    [server], path, version, tied_embeddings=self.tied_embeddings, pause=True
+                )
             self.counters["weight_repushes"] += 1
             return True
         finally:
@@ -315,12 +373,17 @@ class StockVLLMEngine(RemoteInfEngine):
         name_resolve.wait(key, timeout=self.config.request_timeout)
         start = time.perf_counter()
         servers = [VLLMServer(a, policy=self.policy) for a in self.addresses]
+        if self._lora is None and is_adapter(path):
+            raise RuntimeError(f"{path} is a LoRA adapter, but this engine was not told to serve LoRA")
+        load_one = self._adapter_loader(path, version) if self._lora is not None else None
 
         async def load() -> list[BaseException | None]:
             try:
                 return await asyncio.gather(
                     *(
-                        update_servers_from_disk(
+                        load_one(s)
+                        if load_one is not None
+                        else update_servers_from_disk(
                             [s], path, version, tied_embeddings=self.tied_embeddings, pause=False
                         )
                         for s in servers
@@ -339,6 +402,43 @@ class StockVLLMEngine(RemoteInfEngine):
                 elif isinstance(result, BaseException):
                     raise result
             previous, self._current_weights = self._current_weights, (path, version)
+            if self._lora is not None:
+                self._after_adapter_sync(path, version, meta)
+                return time.perf_counter() - start
         if previous is not None and previous[0] != path and meta.clear_checkpoint_after_load:
             shutil.rmtree(previous[0], ignore_errors=True)
         return time.perf_counter() - start
+
+    def _adapter_loader(self, path: str, version: int) -> Callable[[VLLMServer], Any]:
+        """The verified load of the adapter at `path` as `version`'s name on one server (adapter_sync)."""
+        lora = self._lora
+        assert lora is not None
+        if not is_adapter(path):
+            raise WeightUpdateError("-", "(weight update)", f"LoRA is on but {path} holds no adapter")
+        name = adapter_name(lora.name, version)
+        previous = self.model_for(version - 1)
+        changed = adapter_digest(path) != lora.digest
+        # versions older than the newest `keep` (this one included) are unloaded once it serves
+        unload = [n for v, (n, _) in lora.served.items() if v <= version - lora.keep]
+
+        async def load(server: VLLMServer) -> float:
+            # AReaL paused the servers for the update; an adapter loads beside the one generating, and the
+            # probes that verify it need the server scheduling. Requests meanwhile name their own version's
+            # adapter, so every token keeps the version that produced it.
+            await server.resume()
+            return await load_adapter(server, path, name, previous=previous, changed=changed, unload=unload)
+
+        return load
+
+    def _after_adapter_sync(self, path: str, version: int, meta: WeightUpdateMeta) -> None:
+        """Record the served adapter; remove the directories of adapters no longer loaded (a server may
+        read an adapter's files again while it is loaded, so those stay)."""
+        lora = self._lora
+        assert lora is not None
+        lora.digest = adapter_digest(path)
+        lora.served[version] = (adapter_name(lora.name, version), path)
+        log.info(f"LoRA adapter {adapter_name(lora.name, version)} serves weight version {version} ({path})")
+        for v in [v for v in lora.served if v <= version - lora.keep]:
+            _, old_path = lora.served.pop(v)
+            if meta.clear_checkpoint_after_load and old_path != path:
+                shutil.rmtree(old_path, ignore_errors=True)

@@ -66,6 +66,8 @@ async def request_json(
             ) as resp:
                 body = await resp.read()
                 if resp.status < 400:
+                    if resp.content_type != "application/json":  # vLLM's LoRA endpoints answer in text
+                        return body.decode(errors="replace")
                     return json.loads(body) if body.strip() else None
                 text = body.decode(errors="replace")
                 if resp.status not in _RETRY_STATUSES:

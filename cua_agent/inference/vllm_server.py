@@ -121,16 +121,19 @@ class VLLMServer:
         )
 
     # ---- generation -------------------------------------------------------------------------------------
-    async def chat(self, messages: list[dict[str, Any]], sampling: SamplingParams) -> ModelCall:
-        """Chat completion with images; returns the server's own prompt ids and the sampled ids + logprobs."""
+    async def chat(
+        self, messages: list[dict[str, Any]], sampling: SamplingParams, *, model: str | None = None
+    ) -> ModelCall:
+        """Chat completion with images; returns the server's own prompt ids and the sampled ids + logprobs.
+        `model`: the served name to ask (a LoRA adapter's), else this server's `model`, else its default."""
         payload = {
             "messages": messages,
             **sampling.to_payload(),
             "logprobs": True,
             "return_token_ids": True,
         }
-        if self.model:
-            payload["model"] = self.model
+        if model or self.model:
+            payload["model"] = model or self.model
         start = time.perf_counter()
         body = await self._call("/v1/chat/completions", payload)
         try:
@@ -150,16 +153,18 @@ class VLLMServer:
             text, prompt_ids, output_ids, logprobs, finish, time.perf_counter() - start, server=self.address
         )
 
-    async def complete_tokens(self, prompt_token_ids: list[int], sampling: SamplingParams) -> ModelCall:
-        """Token-in, token-out completion (text-only prompts)."""
+    async def complete_tokens(
+        self, prompt_token_ids: list[int], sampling: SamplingParams, *, model: str | None = None
+    ) -> ModelCall:
+        """Token-in, token-out completion (text-only prompts); `model` as in `chat`."""
         payload = {
             "prompt": list(prompt_token_ids),
             **sampling.to_payload(),
             "logprobs": 0,
             "return_token_ids": True,
         }
-        if self.model:
-            payload["model"] = self.model
+        if model or self.model:
+            payload["model"] = model or self.model
         start = time.perf_counter()
         body = await self._call("/v1/completions", payload)
         try:
@@ -223,6 +228,40 @@ class VLLMServer:
 
     async def set_weight_version(self, version: int) -> None:
         await self._call("/update_weight_version", {"new_version": str(version)})
+
+    async def served_models(self) -> list[str]:
+        """Every name the server answers to: the model, then the LoRA adapters loaded."""
+        return [str(m["id"]) for m in (await self._call("/v1/models", method="GET"))["data"]]
+
+    async def load_lora_adapter(self, name: str, path: str) -> None:
+        """Serve the PEFT adapter at `path` as `name` (needs --enable-lora and
+        VLLM_ALLOW_RUNTIME_LORA_UPDATING=True on the server)."""
+        # in place: a name a previous run of the same trial left loaded is replaced, not refused (HTTP 400)
+        await self._call(
+            "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path, "load_inplace": True}
+        )
+
+    async def unload_lora_adapter(self, name: str) -> None:
+        await self._call("/v1/unload_lora_adapter", {"lora_name": name})
+
+    async def prompt_logprobs(self, token_ids: list[int], model: str | None = None) -> list[float]:
+        """Logprob of each of `token_ids` after the ones before it (teacher-forced), under `model`."""
+        payload: dict[str, Any] = {
+            "prompt": token_ids,
+            "max_tokens": 1,
+            "prompt_logprobs": 0,
+            "temperature": 0,
+        }
+        if model or self.model:
+            payload["model"] = model or self.model
+        body = await self._call("/v1/completions", payload)
+        try:
+            entries = body["choices"][0]["prompt_logprobs"][1:]
+            return [float(e[str(t)]["logprob"]) for e, t in zip(entries, token_ids[1:], strict=True)]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise MalformedResponseError(
+                self.address, "/v1/completions", f"prompt_logprobs: {exc!r}"
+            ) from exc
 
     async def served_model(self) -> str:
         """The name the server serves its model under (OpenAI API requests must name it)."""

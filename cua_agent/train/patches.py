@@ -25,6 +25,10 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    there would hold a whole minibatch's fp32 pixel values. The screenshots ride along to
    `_prepare_mb_inputs`, which runs right before each micro-batch's forward; its pixel values are built
    there, on a copy of the micro-batch, and freed after the forward.
+5. LoRA on a vision-language model: AReaL computes mRoPE positions with `self.model.model.
+   compute_3d_position_ids` (fsdp_engine.py `_prepare_mb_list`), which is the HF model's inner model without
+   LoRA; with it `self.model` is PEFT's wrapper, one level further out, and the first step crashed with
+   AttributeError. The wrapped HF model is given the inner model's method.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ def install(attn_impl: str) -> None:
 
         Qwen2_5_VLModel.get_vision_position_ids = vision_position_ids  # type: ignore[method-assign]
         _installed.add("mrope")
+    if "lora_vlm" not in _installed:
+        from areal.engine.fsdp_engine import FSDPEngine
+
+        FSDPEngine._apply_peft_wrapper = _peft_wrapper_with_positions(FSDPEngine._apply_peft_wrapper)  # type: ignore[method-assign]
+        _installed.add("lora_vlm")
     if "ragged" not in _installed:
         import areal.infra.dist_rollout as dist_rollout
 
@@ -92,6 +101,19 @@ def install_screenshot_pixels(image_processor: Any) -> None:
     fsdp_engine._prepare_multimodal_forward_inputs = forward_inputs_with_screenshots
     fsdp_engine.FSDPEngine._prepare_mb_inputs = prepare_mb_inputs_with_pixels  # type: ignore[method-assign]
     _installed.add("screenshots")
+
+
+def _peft_wrapper_with_positions(apply_peft_wrapper: Any) -> Any:
+    """Fix 5: AReaL's PEFT wrapping, then the HF model under PEFT answers `compute_3d_position_ids`."""
+
+    def apply(self: Any) -> None:
+        apply_peft_wrapper(self)
+        hf = self.model.get_base_model()
+        inner = getattr(hf, "model", None)
+        if hasattr(inner, "compute_3d_position_ids") and not hasattr(hf, "compute_3d_position_ids"):
+            hf.compute_3d_position_ids = inner.compute_3d_position_ids
+
+    return apply
 
 
 def _decode_workers() -> int:

@@ -29,7 +29,7 @@ from areal.utils import logging
 from areal.utils.environ import is_single_controller
 from areal.utils.stats_logger import StatsLogger
 
-from cua_agent.config import CUAGRPOConfig
+from cua_agent.config import CUAGRPOConfig, lora_target_modules
 from cua_agent.evaluate.held_out import HeldOutEval, eval_stats
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.outcomes import rates
@@ -66,10 +66,16 @@ class CUATrainer(PPOTrainer):
         trainer_patches.install(config.actor.attn_impl)
         # AReaL's recover (fixed directory, saved in place, no LR scheduler/RNG) is replaced by ours.
         recover_mode, config.recover.mode = config.recover.mode, "disabled"
+        # LoRA: AReaL hands actor.target_modules to PEFT as it is; a regular expression keeps the adapters
+        # on the language model (config.lora_target_modules).
+        target_modules = config.actor.target_modules
+        if config.actor.use_lora:
+            config.actor.target_modules = lora_target_modules(config)  # type: ignore[assignment]
         try:
             super().__init__(config, train_dataset=train_dataset, valid_dataset=valid_dataset)
         finally:
             config.recover.mode = recover_mode
+            config.actor.target_modules = target_modules
         trainer_patches.install_screenshot_pixels(
             load_processor(config.tokenizer_path or config.actor.path).image_processor
         )
@@ -330,8 +336,10 @@ class CUATrainer(PPOTrainer):
     ) -> TrainingEngine | None:
         if is_single_controller():
             raise RuntimeError("CUATrainer runs in AReaL's SPMD mode: set AREAL_SPMD_MODE=1 (run() does)")
-        if lora_path is not None:
-            raise ValueError("LoRA is not supported: AReaL 1.0.4 allows it in single-controller mode only")
+        if (lora_path is not None) != bool(self.config.actor.use_lora):
+            raise RuntimeError(
+                f"AReaL gave lora_path={lora_path!r} with actor.use_lora={self.config.actor.use_lora}"
+            )
         if is_eval and self.config.valid_dataset is None:
             return None  # no evaluation: no second engine (PPOTrainer checks eval_rollout for None)
         config = deepcopy(rollout_config)
@@ -345,6 +353,9 @@ class CUATrainer(PPOTrainer):
         engine.initialize(
             addr=self.server_addresses, train_data_parallel_size=self.actor_alloc.parallel.dp_size
         )
+        if lora_path is not None:  # AReaL's lora_keep_versions: the staleness window plus a margin
+            keep = self.config.rollout.max_head_offpolicyness + 2
+            engine.serve_lora(self.config.gconfig.lora_name, keep, initial_adapter=lora_path)
         return engine
 
 

@@ -97,7 +97,56 @@ def test_shipped_configs_spell_out_every_field_of_our_sections(config):
 
     raw = OmegaConf.load(config)
     for f in dataclasses.fields(CUAGRPOConfig):
-        if f.name in ("inference", "agent", "sandbox", "tasks", "checkpoint"):
+        if f.name in ("inference", "agent", "sandbox", "tasks", "checkpoint", "evaluation", "lora"):
             names = {x.name for x in dataclasses.fields(f.default_factory())}  # type: ignore[misc]
             missing = names - set(raw[f.name].keys())
             assert not missing, f"{config}: {f.name} lacks {sorted(missing)}"
+
+
+LORA = ("actor.use_lora=true", "recover.mode=disabled")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        (("actor.lora_rank=0", *LORA), "actor.lora_rank"),
+        (("actor.lora_alpha=0", *LORA), "actor.lora_alpha"),
+        (("actor.target_modules=[q_proj,'.*']", *LORA), "actor.target_modules"),
+        (("actor.use_lora=true", "recover.mode=auto"), "recover.mode"),
+    ],
+)
+def test_bad_lora_values_name_the_field(tmp_path, overrides, field):
+    with pytest.raises(ValueError, match="^" + re.escape(field) + ": "):
+        load(tmp_path, *overrides)
+
+
+def test_lora_targets_the_language_models_projections_unless_the_vision_tower_is_asked_for(tmp_path):
+    """PEFT matches the expression against full module names of both families' tiny models."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    from cua_agent.config import lora_target_modules
+    from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS
+
+    for model in (MODELS["untied"], QWEN3_VL_MODELS["untied"]):
+        names = [
+            n
+            for n, _ in AutoModelForImageTextToText.from_config(
+                AutoConfig.from_pretrained(model)
+            ).named_modules()
+        ]
+        language = re.compile(lora_target_modules(load(tmp_path, *LORA)))
+        picked = [n for n in names if language.fullmatch(n)]
+        assert picked and all("language_model" in n for n in picked), picked
+        assert {n.rsplit(".", 1)[1] for n in picked} == {
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+        }
+        everywhere = re.compile(lora_target_modules(load(tmp_path, *LORA, "lora.vision_tower=true")))
+        if any("visual" in n and n.endswith("gate_proj") for n in names):  # Qwen2.5-VL's vision MLP
+            assert any("visual" in n for n in names if everywhere.fullmatch(n))
+        assert set(picked) <= {n for n in names if everywhere.fullmatch(n)}
