@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cua_agent.config import CUAGRPOConfig
+from cua_agent.config import LORA_DEFAULT_MODULES, CUAGRPOConfig
 from cua_agent.episode.families import ModelFamilyError, check_checkpoint
 from cua_agent.inference.model_files import ModelNotFoundError, model_dir
 
@@ -53,6 +53,14 @@ class ModelShape:
     patch_values: int  # numbers per vision patch: channels x temporal patch x patch^2
     merge: int  # vision patches per image token: merge^2
     image_tokens: int  # per screenshot at the run's screen size
+    # the language model's linear layers by name (q_proj, ...): their in + out features summed over layers,
+    # so a rank-r adapter on some of them has r * sum parameters
+    lm_linear_io: dict[str, int] = field(default_factory=dict)
+
+    def lora_params(self, config: CUAGRPOConfig) -> int:
+        """Parameters of the run's LoRA adapter on the language model (config.lora_target_modules)."""
+        names = config.actor.target_modules or LORA_DEFAULT_MODULES
+        return config.actor.lora_rank * sum(self.lm_linear_io.get(n, 0) for n in names)
 
 
 def model_shape(path: str | Path, screen: tuple[int, int]) -> ModelShape:
@@ -65,7 +73,13 @@ def model_shape(path: str | Path, screen: tuple[int, int]) -> ModelShape:
     where = model_dir(path, files=["config.json", "preprocessor_config.json"])
     cfg = AutoConfig.from_pretrained(where)
     with torch.device("meta"):
-        params = sum(p.numel() for p in AutoModelForImageTextToText.from_config(cfg).parameters())
+        model = AutoModelForImageTextToText.from_config(cfg)
+    params = sum(p.numel() for p in model.parameters())
+    lm_linear_io: dict[str, int] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and ".language_model." in f".{name}":
+            key = name.rsplit(".", 1)[-1]
+            lm_linear_io[key] = lm_linear_io.get(key, 0) + module.in_features + module.out_features
     text, vision = cfg.get_text_config(), cfg.vision_config
     ip = AutoImageProcessor.from_pretrained(where, use_fast=True)
     t, h, w = (
@@ -84,6 +98,7 @@ def model_shape(path: str | Path, screen: tuple[int, int]) -> ModelShape:
         patch_values=3 * int(ip.temporal_patch_size) * int(ip.patch_size) ** 2,
         merge=merge,
         image_tokens=t * h * w // merge**2,
+        lm_linear_io=lm_linear_io,
     )
 
 
@@ -176,12 +191,26 @@ def gpu_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> tuple[Budge
     mb = "actor.mb_spec.max_tokens_per_mb"
     b = Budget("GPU memory, one trainer rank, training")
     opt, opt_what = optimizer_bytes(actor)
-    b.add(
-        f"model states: {m.params / 1e9:.2f}B params x (param, grad in {actor.optimizer_dtype}; {opt_what})"
-        f" / {w.dp} ranks",
-        m.params * (2 * store + opt) / w.dp,
-        "actor.backend",
-    )
+    if actor.use_lora:  # the base is frozen: its parameters only; the adapter has grads and Adam state
+        adapter = m.lora_params(config)
+        b.add(
+            f"frozen base: {m.params / 1e9:.2f}B params in {actor.optimizer_dtype} / {w.dp} ranks",
+            m.params * store / w.dp,
+            "actor.backend",
+        )
+        b.add(
+            f"LoRA adapter: {adapter / 1e6:.1f}M params x (param, grad in {actor.optimizer_dtype}; {opt_what})"
+            f" / {w.dp} ranks",
+            adapter * (2 * store + opt) / w.dp,
+            "actor.lora_rank",
+        )
+    else:
+        b.add(
+            f"model states: {m.params / 1e9:.2f}B params x (param, grad in {actor.optimizer_dtype}; {opt_what})"
+            f" / {w.dp} ranks",
+            m.params * (2 * store + opt) / w.dp,
+            "actor.backend",
+        )
     b.add("layers gathered by FSDP (2 in flight)", 2 * m.params / m.layers * comp)
     layer = tokens * (4 * m.hidden + 3 * m.intermediate) * comp  # attention and MLP activations, one layer
     if actor.gradient_checkpointing:
@@ -237,9 +266,11 @@ def host_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> Budget:
         n * patches * m.patch_values * 4,
         "actor.mb_spec.max_tokens_per_mb",
     )
+    synced = m.lora_params(config) if actor.use_lora else m.params
     b.add(
-        f"weight update: full weights in {actor.dtype} gathered to write the HF copy",
-        m.params * DTYPE_BYTES[actor.dtype],
+        f"weight update: {'the adapter' if actor.use_lora else 'full weights'} in {actor.dtype} gathered to "
+        "write the HF copy",
+        synced * DTYPE_BYTES[actor.dtype],
         "actor.dtype",
     )
     if actor.fsdp.memory_efficient_load:
@@ -271,12 +302,17 @@ def disk_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> Budget:
     saves = (w.steps // saver.freq_steps if saver.freq_steps else 0) + (
         config.total_train_epochs // saver.freq_epochs if saver.freq_epochs else 0
     )
+    saved = m.lora_params(config) if actor.use_lora else m.params  # a LoRA run saves the adapter
     b.add(
-        f"HF saves, never pruned: {saves} over {w.steps} steps x {m.params * comp / GiB:.0f} GiB",
-        saves * m.params * comp,
+        f"HF saves, never pruned: {saves} over {w.steps} steps x {saved * comp / GiB:.2f} GiB",
+        saves * saved * comp,
         "saver.freq_steps",
     )
-    b.add("weight update copy (rewritten at each update)", m.params * comp)
+    if actor.use_lora:
+        keep = config.rollout.max_head_offpolicyness + 2
+        b.add(f"weight update copies: the {keep} adapters the servers keep", keep * saved * comp)
+    else:
+        b.add("weight update copy (rewritten at each update)", m.params * comp)
     if config.agent.save_screenshots:
         episodes = w.steps * config.train_dataset.batch_size * config.agent.group_size
         budget = config.agent.screenshots_budget_mb * 2**20

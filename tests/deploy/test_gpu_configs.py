@@ -21,6 +21,10 @@ SERVED = {
         4,
         int(load_compose()["services"]["vllm"]["environment"]["VLLM_MAX_MODEL_LEN"]),
     ),
+    "configs/cua_grpo_qwen3vl_32b_lora.yaml": (
+        4,
+        int(load_compose()["services"]["vllm"]["environment"]["VLLM_MAX_MODEL_LEN"]),
+    ),
     # its header starts the server with VLLM_MAX_MODEL_LEN=16384
     "configs/cua_grpo_single_gpu.yaml": (1, 16384),
 }

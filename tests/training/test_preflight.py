@@ -23,6 +23,7 @@ GPU_CONFIGS = [
     ("configs/cua_grpo_multinode.yaml", "qwen2.5-vl-7b", 80),
     ("configs/cua_grpo_single_gpu.yaml", "qwen2.5-vl-3b", 60),
     ("configs/cua_grpo_qwen3vl_8b.yaml", "qwen3-vl-8b", 80),
+    ("configs/cua_grpo_qwen3vl_32b_lora.yaml", "qwen3-vl-32b", 80),
 ]
 PLENTY = 1 << 50  # host memory and disk that never limit
 
@@ -208,3 +209,22 @@ def test_a_model_of_another_family_is_refused_naming_agent_model_family(tmp_path
     rows = load_task_rows(REPO / cfg.tasks.train_path, cfg.tasks.train_split, list(cfg.tasks.task_ids))
     _, problems, _ = check(cfg, rows, gpu_bytes=None, host_bytes=PLENTY, disk_bytes=PLENTY)
     assert [p for p in problems if p.startswith("agent.model_family is 'qwen3-vl'")], problems
+
+
+def test_a_lora_run_keeps_the_base_frozen_and_syncs_and_saves_the_adapter(tmp_path):
+    """Qwen3-VL-32B, rank 16 on the language model's 7 projections of 64 layers: 16 x (5120 + 8192 + 2 x (5120 +
+    1024) + 8192 + 5120 + 3 x (5120 + 25600)) x 64 = 134,217,728 adapter parameters."""
+    config = "configs/cua_grpo_qwen3vl_32b_lora.yaml"
+    cfg = load(tmp_path, config=config)
+    assert (
+        shape("qwen3-vl-32b").params == 33_357_390_064
+        and shape("qwen3-vl-32b").lora_params(cfg) == 134_217_728
+    )
+    train = run_check(tmp_path, config, "qwen3-vl-32b")[0][0]
+    states = {i.what.split(":")[0]: i.nbytes for i in train.items}
+    assert states["frozen base"] == 33_357_390_064 * 4 / 4  # fp32, no gradient, no Adam state, over 4 ranks
+    assert states["LoRA adapter"] == 134_217_728 * 16 / 4
+    full, _, _ = run_check(tmp_path, config, "qwen3-vl-32b", "actor.use_lora=false", "recover.mode=auto")
+    assert full[0].total > 2 * train.total  # without LoRA the 32B does not fit four 80 GB GPUs
+    disk = run_check(tmp_path, config, "qwen3-vl-32b")[0][-1]
+    assert disk.total < 5 * GiB  # adapters only: HF saves and the copies the servers keep
