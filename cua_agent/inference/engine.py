@@ -373,9 +373,14 @@ class StockVLLMEngine(RemoteInfEngine):
         name_resolve.wait(key, timeout=self.config.request_timeout)
         start = time.perf_counter()
         servers = [VLLMServer(a, policy=self.policy) for a in self.addresses]
-        if self._lora is None and is_adapter(path):
-            raise RuntimeError(f"{path} is a LoRA adapter, but this engine was not told to serve LoRA")
-        load_one = self._adapter_loader(path, version) if self._lora is not None else None
+        if is_adapter(path) != (self._lora is not None):
+            what = "a LoRA adapter" if is_adapter(path) else "no LoRA adapter"
+            serves = "LoRA adapters" if self._lora is not None else "full weights"
+            raise WeightUpdateError(
+                "-", "(weight update)", f"{path} holds {what}, this engine syncs {serves}"
+            )
+        digest = adapter_digest(path) if self._lora is not None else None  # what the adapter's tensors are
+        load_one = self._adapter_loader(path, version, digest) if digest is not None else None
 
         async def load() -> list[BaseException | None]:
             try:
@@ -403,21 +408,19 @@ class StockVLLMEngine(RemoteInfEngine):
                     raise result
             previous, self._current_weights = self._current_weights, (path, version)
             if self._lora is not None:
-                self._after_adapter_sync(path, version, meta)
+                self._after_adapter_sync(path, version, digest, meta)
                 return time.perf_counter() - start
         if previous is not None and previous[0] != path and meta.clear_checkpoint_after_load:
             shutil.rmtree(previous[0], ignore_errors=True)
         return time.perf_counter() - start
 
-    def _adapter_loader(self, path: str, version: int) -> Callable[[VLLMServer], Any]:
+    def _adapter_loader(self, path: str, version: int, digest: str) -> Callable[[VLLMServer], Any]:
         """The verified load of the adapter at `path` as `version`'s name on one server (adapter_sync)."""
         lora = self._lora
         assert lora is not None
-        if not is_adapter(path):
-            raise WeightUpdateError("-", "(weight update)", f"LoRA is on but {path} holds no adapter")
         name = adapter_name(lora.name, version)
         previous = self.model_for(version - 1)
-        changed = adapter_digest(path) != lora.digest
+        changed = digest != lora.digest
         # versions older than the newest `keep` (this one included) are unloaded once it serves
         unload = [n for v, (n, _) in lora.served.items() if v <= version - lora.keep]
 
@@ -430,12 +433,14 @@ class StockVLLMEngine(RemoteInfEngine):
 
         return load
 
-    def _after_adapter_sync(self, path: str, version: int, meta: WeightUpdateMeta) -> None:
+    def _after_adapter_sync(
+        self, path: str, version: int, digest: str | None, meta: WeightUpdateMeta
+    ) -> None:
         """Record the served adapter; remove the directories of adapters no longer loaded (a server may
         read an adapter's files again while it is loaded, so those stay)."""
         lora = self._lora
         assert lora is not None
-        lora.digest = adapter_digest(path)
+        lora.digest = digest
         lora.served[version] = (adapter_name(lora.name, version), path)
         log.info(f"LoRA adapter {adapter_name(lora.name, version)} serves weight version {version} ({path})")
         for v in [v for v in lora.served if v <= version - lora.keep]:
