@@ -26,13 +26,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cua_agent.config import LORA_DEFAULT_MODULES
+from cua_agent.config import lora_target_regex
 from cua_agent.inference.adapter_sync import adapter_digest, load_adapter
 from cua_agent.inference.local_server import MODELS, REPO, start_vllm
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
 
-LANGUAGE_MODEL = r"(?:.*\.)?language_model\.(?:.*\.)?(?:" + "|".join(LORA_DEFAULT_MODULES) + ")"
+LANGUAGE_MODEL = lora_target_regex()  # the default targets of a LoRA run
 
 
 def dir_bytes(path: Path) -> int:

@@ -8,6 +8,7 @@ name of the field.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from areal.api.cli_args import GRPOConfig
@@ -306,11 +307,16 @@ class LoraConfig:
     vision_tower: bool = False
 
 
+def lora_target_regex(names: Sequence[str] = LORA_DEFAULT_MODULES, vision_tower: bool = False) -> str:
+    """The regular expression (PEFT matches it against full module names) of the modules named `names`, in
+    the language model only unless `vision_tower`."""
+    scope = r"(?:.*\.)?" if vision_tower else r"(?:.*\.)?language_model\.(?:.*\.)?"
+    return f"{scope}(?:{'|'.join(map(re.escape, names))})"
+
+
 def lora_target_modules(config: CUAGRPOConfig) -> str:
-    """The regular expression (PEFT matches it against full module names) of the modules that get LoRA."""
-    names = "|".join(map(re.escape, config.actor.target_modules or LORA_DEFAULT_MODULES))
-    scope = r"(?:.*\.)?" if config.lora.vision_tower else r"(?:.*\.)?language_model\.(?:.*\.)?"
-    return f"{scope}(?:{names})"
+    """The run's LoRA targets (actor.target_modules, [] = LORA_DEFAULT_MODULES; lora.vision_tower)."""
+    return lora_target_regex(config.actor.target_modules or LORA_DEFAULT_MODULES, config.lora.vision_tower)
 
 
 @dataclass
