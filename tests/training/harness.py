@@ -33,6 +33,18 @@ TINY_MODEL_ARGS = [
 ]
 
 
+# One small GRPO step against servers the test started: 2 episodes of at most 2 turns on click-test.
+SMALL_STEP_ARGS = [
+    "inference.launch_local=false",
+    "tasks.task_ids=[miniwob/click-test]",
+    "agent.group_size=2",
+    "agent.min_group_size=2",
+    "agent.max_turns=2",
+    "agent.max_new_tokens=24",
+    "sandbox.max_concurrency=2",
+]
+
+
 @dataclass
 class Run:
     rc: int

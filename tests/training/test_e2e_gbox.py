@@ -11,7 +11,7 @@ import pytest
 
 from cua_agent.inference.local_server import MODELS
 from tests.sandbox.gbox_fake import start_fake_gbox
-from tests.training.harness import left_in_session, restore_weights, run_training
+from tests.training.harness import SMALL_STEP_ARGS, left_in_session, restore_weights, run_training
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +25,11 @@ def test_a_grpo_step_on_gbox_desktops(vllm_servers, tmp_path: Path, monkeypatch)
         exp = tmp_path / "exp"
         run = run_training(
             [
+                *SMALL_STEP_ARGS,
                 f"cluster.fileroot={exp}",
                 "total_train_steps=1",
-                "inference.launch_local=false",
                 f'inference.addresses=["{server.address}"]',
                 "sandbox.backend=gbox",
-                "tasks.task_ids=[miniwob/click-test]",
-                "agent.group_size=2",
-                "agent.min_group_size=2",
-                "agent.max_turns=2",
-                "agent.max_new_tokens=24",
-                "sandbox.max_concurrency=2",
             ],
             tmp_path / "run.log",
         )

@@ -18,7 +18,7 @@ from cua_agent.inference.local_server import MODELS, start_vllm
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from tests.conftest import SERVER_START_TIMEOUT_S
 from tests.inference.reference import PARITY_TOL, HFReference, chat_messages, max_abs_diff, screenshot
-from tests.training.harness import left_in_session, run_training
+from tests.training.harness import SMALL_STEP_ARGS, left_in_session, run_training
 
 pytestmark = pytest.mark.slow
 RANK = 8
@@ -57,16 +57,10 @@ def test_lora_grpo_steps_sync_only_the_adapter_and_the_server_serves_it(lora_ser
     exp = tmp_path / "exp"
     run = run_training(
         [
+            *SMALL_STEP_ARGS,
             f"cluster.fileroot={exp}",
             f"total_train_steps={STEPS}",
-            "inference.launch_local=false",
             f'inference.addresses=["{lora_server.address}"]',
-            "tasks.task_ids=[miniwob/click-test]",
-            "agent.group_size=2",
-            "agent.min_group_size=2",
-            "agent.max_turns=2",
-            "agent.max_new_tokens=24",
-            "sandbox.max_concurrency=2",
             "actor.use_lora=true",
             f"actor.lora_rank={RANK}",
             "actor.lora_alpha=16",

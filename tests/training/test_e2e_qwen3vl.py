@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cua_agent.inference.local_server import QWEN3_VL_MODELS, REPO
-from tests.training.harness import left_in_session, restore_weights, run_training, steps_of
+from tests.training.harness import SMALL_STEP_ARGS, left_in_session, restore_weights, run_training, steps_of
 
 pytestmark = pytest.mark.slow
 MODEL = QWEN3_VL_MODELS["untied"]
@@ -25,18 +25,12 @@ def test_a_grpo_step_and_an_evaluation_on_the_tiny_qwen3_vl(qwen3_vl_servers, tm
     try:
         run = run_training(
             [
+                *SMALL_STEP_ARGS,
                 f"cluster.fileroot={exp}",
                 f"actor.path={MODEL}",
                 "agent.model_family=qwen3-vl",
                 "total_train_steps=1",
-                "inference.launch_local=false",
                 f'inference.addresses=["{server.address}"]',
-                "tasks.task_ids=[miniwob/click-test]",
-                "agent.group_size=2",
-                "agent.min_group_size=2",
-                "agent.max_turns=2",
-                "agent.max_new_tokens=24",
-                "sandbox.max_concurrency=2",
                 "evaluation.enabled=true",
                 "evaluator.freq_steps=1",
                 "evaluation.seeds_per_task=2",
