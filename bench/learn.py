@@ -49,10 +49,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--groups-per-step", type=int, default=1)
     ap.add_argument("--task-ids", default="miniwob/click-test")
     ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
-    ap.add_argument("--temperature", type=float, default=1.0, help="for rollouts and evaluation alike")
     args = ap.parse_args(argv)
     if args.max_turns is None:
         args.max_turns = OmegaConf.load(CONFIG).agent.max_turns
+    # Rollouts sample at the config's temperature (training needs 1: docs/inference.md), and the
+    # held-out evaluation samples the policy at the same one.
+    args.temperature = OmegaConf.load(CONFIG).agent.temperature
     return args
 
 
@@ -100,7 +102,7 @@ def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
          f"tasks.task_ids=[{args.task_ids}]", f"train_dataset.batch_size={args.groups_per_step}",
          f"agent.group_size={args.group_size}", f"agent.min_group_size={args.group_size // 2}",
          "agent.filter_equal_reward_groups=true", f"agent.max_turns={args.max_turns}",
-         f"agent.temperature={args.temperature}", f"actor.optimizer.lr={lr}",
+         f"actor.optimizer.lr={lr}",
          "rollout.max_concurrent_rollouts=1",
          "evaluation.enabled=true", f"evaluation.seeds_per_task={args.eval_episodes}",
          f"evaluation.temperature={args.temperature}", f"evaluator.freq_steps={args.eval_every}",

@@ -386,6 +386,20 @@ def validate(config: CUAGRPOConfig) -> None:
         "must be set with actor.use_decoupled_loss: without it AReaL applies no behaviour importance weight "
         "(pi_proximal / pi_behaviour), so rollouts of older weight versions are trained on uncorrected",
     )
+    # A stock vLLM server returns the logprobs of the raw distribution, before temperature; AReaL's
+    # trainer divides the logits by actor.temperature. Only at 1 are both the distribution the tokens
+    # were sampled from. (Held-out evaluation needs no logprobs: evaluation.temperature is free.)
+    for name, value in (
+        ("agent.temperature", config.agent.temperature),
+        ("actor.temperature", config.actor.temperature),
+    ):
+        _check(
+            value == 1.0,
+            name,
+            f"must be 1.0 for training, got {value}: the server's logprobs are those of the model's raw "
+            "distribution (before temperature), so the behaviour logprobs of tokens sampled at another "
+            "temperature would be wrong",
+        )
     _check(
         not config.rollout.check_trajectory_format,
         "rollout.check_trajectory_format",

@@ -73,3 +73,16 @@ async def test_the_launcher_ignores_the_models_defaults_for_what_a_request_leave
     assert argmax_followed(await completion(s.address, str(s.model_dir), bare))
     bare = {"max_tokens": 128, "temperature": 1.0, "seed": 1, "ignore_eos": True}
     assert outside_top2(await completion(s.address, str(s.model_dir), bare)) > 10
+
+
+async def test_logprobs_are_of_the_raw_distribution_whatever_the_temperature(vllm_servers):
+    """Why training refuses agent.temperature != 1 (cua_agent/config.py): the first answer token's logprobs
+    do not depend on what was sampled, and at temperature 0.5 they are those of temperature 1, not of the
+    sharper distribution the token was drawn from (that one would put more mass on the top token)."""
+    s = vllm_servers["untied"]
+    firsts = []
+    for temperature in (1.0, 0.5):
+        params = SamplingParams(max_tokens=1, temperature=temperature, seed=1).to_payload()
+        first = (await completion(s.address, str(s.model_dir), params))[0]
+        firsts.append(sorted((alt["token"], round(alt["logprob"], 4)) for alt in first["top_logprobs"]))
+    assert firsts[0] == firsts[1]

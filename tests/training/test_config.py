@@ -150,3 +150,16 @@ def test_lora_targets_the_language_models_projections_unless_the_vision_tower_is
         if any("visual" in n and n.endswith("gate_proj") for n in names):  # Qwen2.5-VL's vision MLP
             assert any("visual" in n for n in names if everywhere.fullmatch(n))
         assert set(picked) <= {n for n in names if everywhere.fullmatch(n)}
+
+
+@pytest.mark.parametrize("override", ["agent.temperature=0.7", "actor.temperature=0.7"])
+def test_training_at_a_temperature_other_than_1_is_refused(tmp_path, override):
+    """A stock vLLM server returns logprobs of the raw distribution (tests/inference/test_sampling_defaults.py),
+    so at another temperature the behaviour logprobs would not be those the tokens were sampled from."""
+    field = override.split("=")[0]
+    with pytest.raises(ValueError, match="^" + re.escape(field) + ": "):
+        load(tmp_path, override)
+
+
+def test_held_out_evaluation_may_use_any_temperature(tmp_path):
+    assert load(tmp_path, "evaluation.temperature=0.7").evaluation.temperature == 0.7
