@@ -221,6 +221,16 @@ class CUATrainer(PPOTrainer):
                 k.removeprefix("timeperf/"): float(v) for k, v in stats.items() if k.startswith("timeperf/")
             },
             "versions": {k.rsplit("/", 1)[-1]: float(v) for k, v in stats.items() if "/version_stats/" in k},
+            # pi_proximal / pi_behaviour (behave_imp_weight) and pi / pi_old (importance_weight), min/avg/max
+            # over the step's tokens: 1 for rows sampled by the weights being trained, when the server serves
+            # exactly what the trainer holds
+            "importance": {
+                k.removeprefix("ppo_actor/update/").replace("/", "_"): float(v)
+                for k, v in stats.items()
+                if k.startswith(
+                    ("ppo_actor/update/behave_imp_weight/", "ppo_actor/update/importance_weight/")
+                )
+            },
             "pid": os.getpid(),
             "time": time.time(),
         }
