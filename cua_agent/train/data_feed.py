@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from cua_agent.config import ConfigError
+
 DRAW_KEY = "_draw"  # row field (and trajectory key) holding the row's draw number
 
 
@@ -25,6 +27,12 @@ class TaskFeed:
     def __init__(self, loader: Any):
         self.loader = loader
         self.batch_size = loader.batch_size
+        if len(loader) == 0:  # the loader drops an incomplete batch: every epoch would be empty
+            raise ConfigError(
+                f"train_dataset.batch_size: {self.batch_size} rows a step, but there are only "
+                f"{len(loader.dataset)} training row(s) (tasks.train_path, train_split, task_ids): no step "
+                "would run; lower the batch size or add rows"
+            )
         # The feed sets the sampler's epoch itself and keeps it in its state: AReaL's cycle_dataloader
         # counts epochs from 0 in every process, which would reshuffle a resumed epoch differently.
         self._epoch = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from areal.api.cli_args import TrainDatasetConfig
 from areal.utils.data import cycle_dataloader
 from areal.utils.dataloader import create_dataloader
@@ -82,3 +83,12 @@ def test_state_of_a_resumed_feed_keeps_rows_not_yet_replayed():
     again = resumed.state_dict()
     assert [r[DRAW_KEY] for r in again["outstanding"]] == [0, 1, 2, 3]
     assert again["next_draw"] == 4
+
+
+def test_fewer_rows_than_a_batch_is_refused_naming_the_batch_size():
+    """AReaL's loader drops an incomplete last batch: with fewer rows than train_dataset.batch_size every
+    epoch is empty, and a run would end at once, 'successfully', having trained nothing."""
+    cfg = TrainDatasetConfig(path="unused", type="rl", batch_size=4, shuffle=True, drop_last=True)
+    loader = create_dataloader(ROWS[:3], rank=0, world_size=1, dataset_config=cfg)
+    with pytest.raises(ValueError, match=r"^train_dataset\.batch_size: .*3 training row\(s\)"):
+        TaskFeed(loader)
