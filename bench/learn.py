@@ -50,11 +50,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--task-ids", default="miniwob/click-test")
     ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
     args = ap.parse_args(argv)
+    agent = OmegaConf.load(CONFIG).agent
     if args.max_turns is None:
-        args.max_turns = OmegaConf.load(CONFIG).agent.max_turns
+        args.max_turns = agent.max_turns
     # Rollouts sample at the config's temperature (training needs 1: docs/inference.md), and the
     # held-out evaluation samples the policy at the same one.
-    args.temperature = OmegaConf.load(CONFIG).agent.temperature
+    args.temperature = agent.temperature
     return args
 
 

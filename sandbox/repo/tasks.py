@@ -162,7 +162,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
         )
         src = (base / m["source"]).resolve()
         row.check(src.exists(), name + ".source", f"no such path: {src}")
-        row.check(str(m["target"]).startswith("/"), name + ".target", "must be an absolute path")
+        row.check(m["target"].startswith("/"), name + ".target", "must be an absolute path")
         row.check(isinstance(m.get("read_only", True), bool), name + ".read_only", "must be true or false")
         mounts.append(Mount(str(src), m["target"], m.get("read_only", True)))
     res = sb.get("resources", {})

@@ -14,8 +14,7 @@ import pytest
 
 from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.vllm_server import VLLMServer, close_loop_session
-from sandbox.backends import make_backend
-from tests.training.harness import left_in_session, restore_weights, run_training
+from tests.training.harness import boxes_of, left_in_session, restore_weights, run_training
 
 pytestmark = pytest.mark.slow
 
@@ -52,9 +51,7 @@ def test_two_grpo_steps_on_real_sandboxes(vllm_servers, tmp_path: Path):
     )
     assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
     assert left_in_session(run.pid) == [], "the run left processes behind"
-    assert [
-        b for b in make_backend("docker").list_boxes() if b["labels"].get("cua.owner_pid") == str(run.pid)
-    ] == []
+    assert boxes_of(run.pid) == [], "the run left sandboxes behind"
 
     assert asyncio.run(served_version(server.address)) == 2
     episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
