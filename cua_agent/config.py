@@ -338,6 +338,24 @@ def lora_target_modules(config: CUAGRPOConfig) -> str:
 
 
 @dataclass
+class LrGroup:
+    """Parameters whose full name matches `match` (a regular expression, searched, e.g. `self_attn\\.`) train
+    at `scale` times actor.optimizer.lr (warmup and schedule alike); 0 keeps them as they are. A parameter
+    belongs to the first group it matches; the rest train at actor.optimizer.lr."""
+
+    match: str = ""
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check(bool(self.match), "lr_groups.match", "must be a regular expression over parameter names")
+        try:
+            re.compile(self.match)
+        except re.error as e:
+            raise ConfigError(f"lr_groups.match: {self.match!r} is not a regular expression ({e})") from None
+        _check(self.scale >= 0, "lr_groups.scale", f"must be >= 0, got {self.scale} (for {self.match!r})")
+
+
+@dataclass
 class CUAGRPOConfig(GRPOConfig):
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -346,6 +364,8 @@ class CUAGRPOConfig(GRPOConfig):
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
+    # Per-parameter learning rates (cua_agent/train/lr_groups.py); [] = one lr for every parameter.
+    lr_groups: list[LrGroup] = field(default_factory=list)
     # Import path of the RolloutWorkflow class; constructed as cls(config=config).
     workflow: str = "cua_agent.rollout.workflow.CUAWorkflow"
 

@@ -33,6 +33,7 @@ from cua_agent.config import CUAGRPOConfig, lora_target_modules
 from cua_agent.evaluate.held_out import HeldOutEval, eval_stats
 from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.outcomes import rates
+from cua_agent.train import lr_groups
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
@@ -64,6 +65,7 @@ class CUATrainer(PPOTrainer):
         self.tracked: TrackedWorkflow | None = None  # the workflow as train() submits it
         self.last_finished: StepInfo | None = None
         trainer_patches.install(config.actor.attn_impl)
+        lr_groups.install(config.lr_groups)
         # AReaL's recover (fixed directory, saved in place, no LR scheduler/RNG) is replaced by ours.
         recover_mode, config.recover.mode = config.recover.mode, "disabled"
         # LoRA: AReaL hands actor.target_modules to PEFT as it is; a regular expression keeps the adapters
