@@ -6,8 +6,8 @@ The control is the lr = 0 arm: the warm start itself, sampled the same way on th
 weights are the trainer's: test_sync_exact.py). The trained arm is the episodes sampled by weight versions
 >= LATE. Success depends on the click alone on this seed (inside the button's box or not), so the rates are
 binomial. Measured (2 cores, docs/warm-start.md): the warm start 31-34%, versions 12-23 of four GRPO runs
-54-62% of 192 episodes; a one-sided Fisher test of that against 160 control episodes gives p of order 1e-5
-to 1e-7, so the p < 0.01 bar leaves a wide margin. A regression anywhere in rows, advantages, update or
+54-62% of 192 episodes; a one-sided Fisher test of those against 55/160 control episodes gives p from 1.5e-4
+to 1.9e-7, so the p < 0.01 bar leaves a wide margin. A regression anywhere in rows, advantages, update or
 weight sync leaves the rate at the control's (or breaks the format) and fails it.
 """
 
