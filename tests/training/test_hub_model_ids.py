@@ -36,7 +36,7 @@ def config(path: str) -> SimpleNamespace:
     actor = SimpleNamespace(
         path=path, backend="fsdp:d1", use_lora=False, optimizer=SimpleNamespace(lr_scheduler_type="constant")
     )
-    return SimpleNamespace(actor=actor, train_dataset=SimpleNamespace(batch_size=1))
+    return SimpleNamespace(actor=actor, train_dataset=SimpleNamespace(batch_size=1), lr_groups=[])
 
 
 def test_a_local_folder_is_used_as_it_is():
