@@ -97,7 +97,7 @@ def fingerprint(config: Any, world_size: int, steps_per_epoch: int | None = None
         "actor.optimizer.lr_scheduler_type": config.actor.optimizer.lr_scheduler_type,
         "lora": lora_shape(config),
         # the optimizer's param groups and their lrs are saved with it
-        "lr_groups": [{"match": g.match, "scale": g.scale} for g in config.lr_groups],
+        "lr_groups": [asdict(g) for g in config.lr_groups],
     }
     if steps_per_epoch is not None:
         out["steps_per_epoch"] = steps_per_epoch

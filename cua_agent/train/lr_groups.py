@@ -27,19 +27,18 @@ def param_groups(
     """The optimizer's param groups: parameters no group matches first, at `lr` (AReaL logs the first group's
     lr as the run's), then one per group at lr * scale. A group that matches no parameter is a ConfigError:
     a mistyped pattern would otherwise train everything at full lr without a word."""
+    named_list = list(named)
     patterns = [re.compile(g.match) for g in groups]
     default: list[Any] = []
     members: list[list[Any]] = [[] for _ in groups]
-    names: list[str] = []
-    for name, param in named:
-        names.append(name)
+    for name, param in named_list:
         index = next((i for i, p in enumerate(patterns) if p.search(name)), None)
         (default if index is None else members[index]).append(param)
     for group, params in zip(groups, members, strict=True):
         if not params:
             raise ConfigError(
                 f"lr_groups.match: {group.match!r} matches no parameter of the model (names look like "
-                f"{names[:1] + names[len(names) // 2 : len(names) // 2 + 1]})"
+                f"{[named_list[0][0], named_list[len(named_list) // 2][0]]})"
             )
     out = [{"params": default, "lr": lr}] if default else []
     return out + [{"params": ps, "lr": lr * g.scale} for g, ps in zip(groups, members, strict=True)]

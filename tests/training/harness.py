@@ -78,9 +78,11 @@ def wait_training(proc: subprocess.Popen, log: Path, start: float, timeout_s: fl
     return Run(proc.returncode if rc is None else rc, proc.pid, time.monotonic() - start, log)
 
 
-def run_training(args: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> Run:
+def run_training(
+    args: list[str], log: Path, config: str = "configs/local_cpu.yaml", timeout_s: float = RUN_TIMEOUT_S
+) -> Run:
     start = time.monotonic()
-    return wait_training(start_training(args, log, config), log, start)
+    return wait_training(start_training(args, log, config), log, start, timeout_s)
 
 
 def steps_of(exp: Path, pid: int | None = None) -> dict[int, dict]:

@@ -14,15 +14,15 @@ weight sync leaves the rate at the control's (or breaks the format) and fails it
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from cua_agent.evaluate.report import fisher_greater
-from cua_agent.inference.local_server import WARM_MODEL
+from cua_agent.inference.local_server import REPO, WARM_MODEL
 from cua_agent.rollout.outcomes import reward_succeeded
-from tests.training.harness import boxes_of, evaluate_cli, left_in_session, start_training, wait_training
+from tests.training.harness import boxes_of, evaluate_cli, left_in_session, run_training
 
 pytestmark = pytest.mark.slow
 TASK = "miniwob/click-test"
@@ -52,7 +52,7 @@ def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(tmp_path: Path
         "--episodes-per-seed": str(CONTROL_EPISODES),
         "--temperature": "1",
         "--max-turns": "1",
-        "--max-new-tokens": "64",  # configs/local_cpu.yaml's agent.max_new_tokens
+        "--max-new-tokens": str(OmegaConf.load(REPO / "configs" / "local_cpu.yaml").agent.max_new_tokens),
         "--concurrency": "4",
     }
     args = ["--checkpoint", str(WARM_MODEL), "--tasks", str(tasks), "--out", str(control_dir)]
@@ -62,8 +62,7 @@ def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(tmp_path: Path
     assert score["infra_failures"] == 0 and score["episodes"] == CONTROL_EPISODES, score
 
     exp = tmp_path / "exp"
-    start = time.monotonic()
-    proc = start_training(
+    run = run_training(
         [
             f"actor.path={WARM_MODEL}",
             f"cluster.fileroot={exp}",
@@ -87,8 +86,8 @@ def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(tmp_path: Path
             "recover.freq_steps=null",
         ],
         tmp_path / "run.log",
+        timeout_s=TRAIN_TIMEOUT_S,
     )
-    run = wait_training(proc, tmp_path / "run.log", start, timeout_s=TRAIN_TIMEOUT_S)
     assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
     assert left_in_session(run.pid) == [] and boxes_of(run.pid) == []
 
