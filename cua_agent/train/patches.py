@@ -16,9 +16,10 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    Qwen3-VL's own positions are right (4.8e-7 without this fix), so it patches Qwen2.5-VL only.
 3. Ragged lists across ranks: before every update AReaL gathers each rank's trajectories on every rank
    (areal/infra/dist_rollout.py, `all_gather_tensor_container`), element by element, and raises on lists
-   of different lengths. A group's `multi_modal_input` holds one entry per row (turn), so two ranks whose
-   groups differ in turns crashed the first step with more than one trainer process
-   (tests/training/test_ragged_redistribution.py). Such lists are gathered whole instead.
+   of different lengths and on dicts with different keys. A group's `multi_modal_input` holds one entry per
+   row (turn): two ranks whose groups differ in turns, or a GUI group (entries with screenshots) beside a
+   terminal group (empty entries) with as many rows, crashed the first step with more than one trainer
+   process (tests/training/test_ragged_redistribution.py). Such lists are gathered whole instead.
 4. Screenshots as pixel values, one micro-batch at a time: rows carry their images as PNG bytes
    (cua_agent/rollout/rows.py). AReaL prepares every micro-batch of a call at once
    (`_prepare_mb_list` → `_prepare_multimodal_forward_inputs`) and moves them all to the GPU, so decoding
@@ -203,17 +204,19 @@ def vision_position_ids(
 
 
 def all_gather_ragged(data: Any, group: Any = None) -> Any:
-    """AReaL's `all_gather_tensor_container` (fix 3): the same result, but a list may have a different length
-    on each rank. Such a list is gathered whole as one object per rank (its tensors through the CPU, then
-    back on this rank's device); everything else goes through AReaL's tensor gathers."""
+    """AReaL's `all_gather_tensor_container` (fix 3): the same result, but the lists of the ranks may differ
+    in shape. A list whose length, or whose items' kinds (a dict's keys), differ across ranks is gathered whole
+    as one object per rank (its tensors through the CPU, then back on this rank's device): a GUI group's
+    per-row entries hold screenshots, a terminal group's are empty. Everything else goes through AReaL's
+    tensor gathers."""
     import torch.distributed as dist
     from areal.utils.data import all_gather_tensor_container, tensor_container_to
 
     world = dist.get_world_size(group)
     if isinstance(data, list):
-        lengths: list[Any] = [None] * world
-        dist.all_gather_object(lengths, len(data), group=group)
-        if len(set(lengths)) > 1:
+        shapes: list[Any] = [None] * world
+        dist.all_gather_object(shapes, [_kind(d) for d in data], group=group)
+        if any(s != shapes[0] for s in shapes):
             device = next((t.device for t in _tensors(data)), torch.device("cpu"))
             gathered: list[Any] = [None] * world
             dist.all_gather_object(gathered, tensor_container_to(data, "cpu"), group=group)
@@ -228,6 +231,15 @@ def all_gather_ragged(data: Any, group: Any = None) -> Any:
         per_key = {k: all_gather_ragged(v, group) for k, v in data.items()}
         return [{k: v[i] for k, v in per_key.items()} for i in range(world)]
     return all_gather_tensor_container(data, group=group)
+
+
+def _kind(item: Any) -> Any:
+    """What must match across ranks for a list's items to be gathered one by one."""
+    if isinstance(item, dict):
+        return sorted(map(str, item))
+    if isinstance(item, list | tuple):
+        return len(item)
+    return "tensor" if torch.is_tensor(item) else type(item).__name__
 
 
 def _tensors(data: Any) -> Any:
