@@ -65,15 +65,17 @@ class HeldOutEval:
         self.sampling = SamplingParams(max_tokens=agent.max_new_tokens, temperature=ev.temperature)
         self.meta = {"split": ev.split, "temperature": ev.temperature}
 
-    def run(self, addresses: list[str], out_dir: Path) -> Report:
-        return asyncio.run(self._run(addresses, out_dir))
+    def run(self, addresses: list[str], out_dir: Path, model: str | None = None) -> Report:
+        """`model`: the name the servers serve the policy under (a LoRA run's adapter of the current
+        version); None: the model they were started with."""
+        return asyncio.run(self._run(addresses, out_dir, model))
 
-    async def _run(self, addresses: list[str], out_dir: Path) -> Report:
+    async def _run(self, addresses: list[str], out_dir: Path, model: str | None) -> Report:
         clients = []
         try:
             for a in addresses:
-                model = await VLLMServer(a).served_model()
-                clients.append(OpenAIChatClient(f"http://{a}/v1", model, sampling=self.sampling))
+                name = model or await VLLMServer(a).served_model()
+                clients.append(OpenAIChatClient(f"http://{a}/v1", name, sampling=self.sampling))
             turn = itertools.cycle(clients)
             return await evaluate(
                 self.rows,
@@ -82,7 +84,7 @@ class HeldOutEval:
                 self.cfg,
                 out_dir,
                 view=self.view,
-                meta={**self.meta, "servers": addresses},
+                meta={**self.meta, "servers": addresses, "model": clients[0].model},
                 on_attempt=EvalProgress(len(self.rows)),
             )
         finally:

@@ -16,6 +16,7 @@ a smaller maximum rank, is refused then, not after the first step's rollouts.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from pathlib import Path
 
 from .errors import InferenceServerError, ServerRequestError, WeightUpdateError
@@ -80,8 +81,11 @@ async def load_adapter(
 
 
 async def check_serves_adapters(server: VLLMServer, path: str, name: str) -> None:
-    """Load the adapter at `path` (the run's initial one) as `name` and unload it again; WeightUpdateError
-    saying what to change if the server cannot serve it."""
+    """Load the adapter at `path` (the run's initial one) under `name` plus a suffix of its own and unload
+    it again; WeightUpdateError saying what to change if the server cannot serve it. The suffix keeps checks
+    that meet on one server apart (several trainer ranks, two runs): one check's unload would otherwise take
+    another's adapter, and the second unload answers 404."""
+    name = f"{name}-{uuid.uuid4().hex[:8]}"
     endpoint = "/v1/load_lora_adapter"
     try:
         await server.load_lora_adapter(name, path)

@@ -15,6 +15,13 @@ discovery) and replaces what touches the server:
   serves the base model), the current weights are pushed again before it generates;
 - with LoRA (`serve_lora`), updates load the adapter under a versioned name and requests name the adapter
   of their weight version (see `adapter_sync`).
+
+With several trainer ranks, each rank has an engine of its own, but AReaL calls `update_weights_from_disk`
+on rank 0 only: that engine is the weights owner. It loads each version on the servers, publishes what it
+loaded (the checkpoint directory and, with LoRA, the adapter's served name) in name_resolve, re-pushes the
+weights to a server that lost them, and removes old weight directories and adapters. Every other rank's
+engine follows: when AReaL sets the new version on it (`set_version`, after the update's barrier), it reads
+the published record, so its requests name the same adapter and it knows what a recovered server must serve.
 Training bookkeeping around it (which rows a batch trained on, stop signals) is `train/rollouts.py`.
 """
 
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shutil
 import threading
 import time
@@ -67,6 +75,11 @@ class _Lora:
     served: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)  # version -> (name, dir)
 
 
+def served_weights_key(experiment_name: str, trial_name: str, version: int) -> str:
+    """The name_resolve entry in which the weights owner publishes what the servers serve as `version`."""
+    return f"{names.trial_root(experiment_name, trial_name)}/cua_served_weights/{version}"
+
+
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
 _DONE = ("stop", "length", "tool_calls")
 RECOVERY_TIMEOUT_S = 300.0
@@ -108,8 +121,10 @@ class StockVLLMEngine(RemoteInfEngine):
         *,
         tied_embeddings: bool | None = None,
         recovery_timeout_s: float = RECOVERY_TIMEOUT_S,
+        weights_owner: bool = True,
     ):
         super().__init__(config, StockVLLMBackend())
+        self.weights_owner = weights_owner  # rank 0's engine (module doc); the others follow it
         # AReaL's request_retries counts attempts; request_timeout bounds each one.
         self.policy = RetryPolicy(attempts=max(1, config.request_retries), timeout_s=config.request_timeout)
         self.tied_embeddings = tied_embeddings
@@ -125,11 +140,12 @@ class StockVLLMEngine(RemoteInfEngine):
 
     def serve_lora(self, lora_name: str, keep_versions: int, initial_adapter: str | None = None) -> None:
         """Weight updates are LoRA adapters from now on; version 0 is the base model (`initial_adapter`,
-        the trainer's fresh adapter, serves the same)."""
+        the trainer's fresh adapter, serves the same). The weights owner checks that every server can serve
+        the run's adapters (one check per server: the ranks would load and unload one name at once)."""
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")
         digest = adapter_digest(initial_adapter) if initial_adapter else None
-        if initial_adapter:  # a server that cannot serve the run's adapters fails now, not after a step
+        if initial_adapter and self.weights_owner:  # a server that cannot serve them fails now, not later
             self._on_all_servers(lambda s: check_serves_adapters(s, initial_adapter, f"{lora_name}-check"))
         self._lora = _Lora(lora_name, keep_versions, digest)
 
@@ -140,6 +156,29 @@ class StockVLLMEngine(RemoteInfEngine):
             return None
         loaded = [v for v in self._lora.served if v <= version]
         return self._lora.served[max(loaded)][0] if loaded else None
+
+    def set_version(self, version: int) -> None:
+        """AReaL sets the new version on every rank after an update; a follower learns what it serves."""
+        if not self.weights_owner and version > 0:
+            self._follow(version)
+        super().set_version(version)
+
+    def _follow(self, version: int) -> None:
+        current = self._current_weights
+        if current is not None and current[1] == version:
+            return
+        key = served_weights_key(self.config.experiment_name, self.config.trial_name, version)
+        record = json.loads(name_resolve.wait(key, timeout=self.config.request_timeout))
+        with self._weights_lock:
+            self._current_weights = (record["path"], version)
+            if self._lora is not None:
+                if record["adapter"] is None:
+                    raise WeightUpdateError(
+                        "-", "(weight update)", f"version {version} was synced without LoRA"
+                    )
+                self._lora.served[version] = (record["adapter"], record["path"])
+                for v in [v for v in self._lora.served if v <= version - self._lora.keep]:
+                    del self._lora.served[v]  # the owner unloads it and removes its files
 
     def initialize(self, *args: Any, **kwargs: Any) -> Any:
         """AReaL's server discovery; then every server is resumed: a trainer killed during a weight update
@@ -182,6 +221,8 @@ class StockVLLMEngine(RemoteInfEngine):
     def destroy(self) -> None:
         close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
         super().destroy()
+        if not self.weights_owner:  # the servers' adapters and the weight directories are the owner's
+            return
         if self._lora is not None and self._lora.served:  # training is over: its sync adapters go
             names = [name for name, _ in self._lora.served.values()]
             log.info(f"Training is over: unloading LoRA adapters {names} from the servers")
@@ -320,8 +361,12 @@ class StockVLLMEngine(RemoteInfEngine):
 
     async def ensure_current_weights(self, address: str) -> bool:
         """Push the current weights to `address` if it does not serve them (e.g. after a restart).
-        Returns whether it had to."""
+        Returns whether it had to. A follower pushes nothing: it waits, within `recovery_timeout_s`, for the
+        owner, whose requests reach every server (round robin), to give the server its weights again."""
         server = self.server(address)
+        if not self.weights_owner:
+            await self._wait_for_owner(server)
+            return False
         await asyncio.to_thread(self._weights_lock.acquire)
         try:
             current = self._current_weights
@@ -348,6 +393,28 @@ class StockVLLMEngine(RemoteInfEngine):
             return True
         finally:
             self._weights_lock.release()
+
+    async def _serves_current(self, server: VLLMServer) -> bool:
+        current = self._current_weights
+        if current is None:
+            return True
+        if self._lora is not None:
+            return self._lora.served[current[1]][0] in await server.served_models()
+        return await server.weight_version() == current[1]
+
+    async def _wait_for_owner(self, server: VLLMServer) -> None:
+        deadline = time.monotonic() + self.recovery_timeout_s
+        while not await self._serves_current(server):
+            if time.monotonic() > deadline:
+                raise ServerUnavailableError(
+                    server.address,
+                    "/weight_info",
+                    1,
+                    self.recovery_timeout_s,
+                    "it came back without the current weights, and the weights owner (rank 0) did not push "
+                    "them again in time",
+                )
+            await asyncio.sleep(1.0)
 
     # ---- weights ----------------------------------------------------------------------------------------
     def update_weights_from_disk(self, meta: WeightUpdateMeta) -> Future[float]:
@@ -409,12 +476,19 @@ class StockVLLMEngine(RemoteInfEngine):
                 elif isinstance(result, BaseException):
                     raise result
             previous, self._current_weights = self._current_weights, (path, version)
-            if self._lora is not None:
-                self._after_adapter_sync(path, version, digest, meta)
-                return time.perf_counter() - start
-        if previous is not None and previous[0] != path and meta.clear_checkpoint_after_load:
+            adapter = (
+                self._after_adapter_sync(path, version, digest, meta) if self._lora is not None else None
+            )
+            self._publish(version, path, adapter)
+        full = self._lora is None  # an adapter's directory stays while it is loaded (_after_adapter_sync)
+        if full and previous is not None and previous[0] != path and meta.clear_checkpoint_after_load:
             shutil.rmtree(previous[0], ignore_errors=True)
         return time.perf_counter() - start
+
+    def _publish(self, version: int, path: str, adapter: str | None) -> None:
+        """What the servers serve as `version`, for the other ranks' engines (`_follow`)."""
+        key = served_weights_key(self.config.experiment_name, self.config.trial_name, version)
+        name_resolve.add(key, json.dumps({"path": path, "adapter": adapter}), replace=True)
 
     def _adapter_loader(self, path: str, version: int, digest: str) -> Callable[[VLLMServer], Any]:
         """The verified load of the adapter at `path` as `version`'s name on one server (adapter_sync)."""
@@ -435,11 +509,9 @@ class StockVLLMEngine(RemoteInfEngine):
 
         return load
 
-    def _after_adapter_sync(
-        self, path: str, version: int, digest: str | None, meta: WeightUpdateMeta
-    ) -> None:
-        """Record the served adapter; remove the directories of adapters no longer loaded (a server may
-        read an adapter's files again while it is loaded, so those stay)."""
+    def _after_adapter_sync(self, path: str, version: int, digest: str | None, meta: WeightUpdateMeta) -> str:
+        """Record the served adapter and return its name; remove the directories of adapters no longer
+        loaded (a server may read an adapter's files again while it is loaded, so those stay)."""
         lora = self._lora
         assert lora is not None and digest is not None
         name = adapter_name(lora.name, version, digest)
@@ -450,3 +522,4 @@ class StockVLLMEngine(RemoteInfEngine):
             _, old_path = lora.served.pop(v)
             if meta.clear_checkpoint_after_load and old_path != path:
                 shutil.rmtree(old_path, ignore_errors=True)
+        return name

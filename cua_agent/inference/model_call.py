@@ -20,4 +20,5 @@ class ModelCall:
     version: int = -1  # the weight version that produced every output token; -1: not known
     attempts: int = 1  # > 1 when a weight update aborted the call and it was generated again
     server: str = ""
+    model: str = ""  # the served name that answered, as the server says (a LoRA run: the version's adapter)
     images: list[bytes] = field(default_factory=list)  # PNG bytes, in the order they appear in the prompt

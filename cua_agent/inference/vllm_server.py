@@ -150,7 +150,14 @@ class VLLMServer:
             ) from exc
         self._check_ids(prompt_ids, output_ids, logprobs, "/v1/chat/completions")
         return ModelCall(
-            text, prompt_ids, output_ids, logprobs, finish, time.perf_counter() - start, server=self.address
+            text,
+            prompt_ids,
+            output_ids,
+            logprobs,
+            finish,
+            time.perf_counter() - start,
+            server=self.address,
+            model=str(body.get("model") or ""),
         )
 
     async def complete_tokens(
@@ -178,7 +185,14 @@ class VLLMServer:
         prompt_ids = list(prompt_token_ids)
         self._check_ids(prompt_ids, output_ids, logprobs, "/v1/completions")
         return ModelCall(
-            text, prompt_ids, output_ids, logprobs, finish, time.perf_counter() - start, server=self.address
+            text,
+            prompt_ids,
+            output_ids,
+            logprobs,
+            finish,
+            time.perf_counter() - start,
+            server=self.address,
+            model=str(body.get("model") or ""),
         )
 
     def _check_ids(self, prompt: Any, output: Any, logprobs: list[float], endpoint: str) -> None:

@@ -79,6 +79,7 @@ class RolloutRecorder:
                         "prompt_tokens": len(t.call.prompt_token_ids),
                         "output_tokens": len(t.call.output_token_ids),
                         "version": t.call.version,
+                        "model": t.call.model,  # the served name that answered (a LoRA run: its adapter)
                         "images": len(t.call.images),
                         "attempts": t.call.attempts,
                     }

@@ -113,12 +113,12 @@ class CUATrainer(PPOTrainer):
         self.rollout.pause()
         try:
             self.actor.update_weights(meta)
+            self.actor.set_version(version)
+            self.rollout.set_version(version)  # before any episode starts: requests name this version
+            if self.eval_rollout is not None:
+                self.eval_rollout.set_version(version)
         finally:
             self.rollout.resume()
-        self.actor.set_version(version)
-        self.rollout.set_version(version)
-        if self.eval_rollout is not None:
-            self.eval_rollout.set_version(version)
         manager = self.rollout.workflow_executor.staleness_manager
         if manager is not None:  # as PPOTrainer after AReaL's recover: capacity follows the version jump
             manager.on_version_recovered(version)
@@ -262,8 +262,10 @@ class CUATrainer(PPOTrainer):
     def _evaluate(
         self, eval_workflow: Any, eval_workflow_kwargs: Any, epoch: int, epoch_step: int, global_step: int
     ) -> None:
-        """When AReaL's `evaluator` section says it is due and `evaluation.enabled`: rank 0 plays the held-out rows against the servers (which serve this step's weights by now); every rank
-        waits for it. The numbers join this step's stats (eval/...) and its steps.jsonl line."""
+        """When AReaL's `evaluator` section says it is due and `evaluation.enabled`: rank 0 plays the held-out
+        rows against the servers, which serve this step's weights by now (under LoRA, as this version's
+        adapter); every rank waits for it. The numbers join this step's stats (eval/...) and its steps.jsonl
+        line."""
         if self.held_out is None:
             return
         self.evaluator.evaluate(lambda: self._evaluate_held_out(global_step), epoch, epoch_step, global_step)
@@ -275,8 +277,10 @@ class CUATrainer(PPOTrainer):
             return
         out = Path(self.config.cluster.fileroot) / "eval" / f"step{global_step + 1}"
         start = time.monotonic()
+        # under LoRA the servers serve this step's weights as its adapter, not under the base model's name
+        model = self.rollout.model_for(self.rollout.get_version())
         try:
-            report = self.held_out.run(self.server_addresses, out)
+            report = self.held_out.run(self.server_addresses, out, model=model)
         except Exception as exc:  # an evaluation that cannot run (servers, sandboxes) never stops training
             logger.warning(f"Held-out eval after step {global_step + 1} failed: {type(exc).__name__}: {exc}")
             self._eval_stats = {"eval/failed": 1.0}
@@ -361,6 +365,7 @@ class CUATrainer(PPOTrainer):
             config,
             tied_embeddings=self.config.inference.tied_embeddings,
             recovery_timeout_s=self.config.inference.recovery_timeout_s,
+            weights_owner=_is_rank0(),  # AReaL loads new weights from rank 0 only (inference/engine.py)
         )
         engine.initialize(
             addr=self.server_addresses, train_data_parallel_size=self.actor_alloc.parallel.dp_size

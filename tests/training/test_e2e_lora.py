@@ -20,7 +20,14 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from torch.distributed.checkpoint import FileSystemReader
 
 from cua_agent.config import CUAGRPOConfig, lora_target_regex
-from cua_agent.inference.adapter_sync import PROBE_TOKENS, adapter_digest, adapter_name, load_adapter
+from cua_agent.inference.adapter_sync import (
+    PROBE_TOKENS,
+    adapter_digest,
+    adapter_name,
+    check_serves_adapters,
+    load_adapter,
+)
+from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.errors import WeightUpdateError
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, REPO, start_vllm
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
@@ -408,3 +415,85 @@ def test_a_version_synced_again_with_other_tensors_is_not_served_from_the_old_on
     asyncio.run(unload())
     print(f"\nserved names {first} then {second}; max |HF+PEFT - vLLM| {err:.2e}")
     assert err <= PARITY_TOL
+
+
+def test_adapter_checks_that_meet_on_one_server_do_not_collide(lora_server, tmp_path: Path):
+    """Four ranks starting LoRA at once used to check their servers under one name: one rank's unload took
+    another's adapter, and the second unload answered 404, which killed that rank at start-up."""
+    from transformers import AutoModelForImageTextToText
+
+    random_adapter(AutoModelForImageTextToText.from_pretrained(MODELS["untied"]), tmp_path / "initial")
+
+    async def four_ranks() -> list[BaseException | None]:
+        try:
+            server = VLLMServer(lora_server.address)
+            checks = [
+                check_serves_adapters(server, str(tmp_path / "initial"), "default_lora-check")
+                for _ in range(4)
+            ]
+            return await asyncio.gather(*checks, return_exceptions=True)
+        finally:
+            await close_loop_session()
+
+    assert asyncio.run(four_ranks()) == [None] * 4
+    assert not [n for n in served(lora_server.address) if n.startswith("default_lora-check")]
+
+
+def rank_engine(address: str, trial: str, owner: bool) -> StockVLLMEngine:
+    """A trainer rank's rollout engine as CUATrainer builds it: rank 0 owns the weights, the others follow."""
+    from areal.api.cli_args import InferenceEngineConfig
+
+    config = InferenceEngineConfig(
+        experiment_name="tests", trial_name=trial, request_timeout=120, request_retries=2, setup_timeout=60
+    )
+    engine = StockVLLMEngine(config, weights_owner=owner)
+    engine.initialize(addr=[address], train_data_parallel_size=2)
+    return engine
+
+
+def test_every_rank_samples_from_the_adapter_of_its_weight_version(lora_server, tmp_path: Path):
+    """AReaL loads new weights from rank 0's engine only. Rank 1's engine named the base model for the whole
+    run while its rows carried the current version (off-policy data that looked on-policy). Here rank 0 syncs
+    version 1 as AReaL's FSDP engine drives it (the weights-saved signal, then the load), both ranks get the
+    new version, and each rank's request is answered by version 1's adapter."""
+    import uuid
+
+    from areal.api import WeightUpdateMeta
+    from areal.api.cli_args import NameResolveConfig
+    from areal.utils import name_resolve, names
+    from transformers import AutoModelForImageTextToText
+
+    name_resolve.reconfigure(NameResolveConfig(type="nfs", nfs_record_root=str(tmp_path / "name_resolve")))
+
+    model = AutoModelForImageTextToText.from_pretrained(MODELS["untied"])
+    random_adapter(model, tmp_path / "initial", seed=3)
+    random_adapter(AutoModelForImageTextToText.from_pretrained(MODELS["untied"]), tmp_path / "v1", seed=4)
+    trial = uuid.uuid4().hex[:8]
+    ranks = [rank_engine(lora_server.address, trial, owner=r == 0) for r in range(2)]
+    try:
+        for engine in ranks:
+            engine.serve_lora("default_lora", 2, initial_adapter=str(tmp_path / "initial"))
+        fut = ranks[0].update_weights_from_disk(
+            WeightUpdateMeta(type="disk", path=str(tmp_path / "v1"), version=1)
+        )
+        name_resolve.add(names.update_weights_from_disk("tests", trial, 0), "saved", replace=True)
+        fut.result(timeout=120)
+        for engine in ranks:
+            engine.set_version(1)
+        expected = adapter_name("default_lora", 1, adapter_digest(tmp_path / "v1"))
+        assert [e.model_for(1) for e in ranks] == [expected, expected]
+
+        async def ask(engine: StockVLLMEngine):
+            try:
+                return await engine.achat(
+                    chat_messages([screenshot(9)], "Click OK."), SamplingParams(max_tokens=4, seed=0)
+                )
+            finally:
+                await close_loop_session()
+
+        calls = [asyncio.run(ask(e)) for e in ranks]
+        assert [(c.version, c.model) for c in calls] == [(1, expected), (1, expected)]
+    finally:
+        for engine in reversed(ranks):  # a follower's exit leaves the owner's adapters alone
+            engine.destroy()
+    assert not [n for n in served(lora_server.address) if n.startswith("default_lora")]

@@ -17,6 +17,7 @@ def test_a_failing_evaluation_does_not_stop_training(tmp_path):
         held_out=HeldOutEval(config),
         config=config,
         server_addresses=[f"127.0.0.1:{free_port()}"],  # nothing listens there
+        rollout=SimpleNamespace(model_for=lambda version: None, get_version=lambda: 4),
         _eval_stats={},
     )
     CUATrainer._evaluate_held_out(fake, 4)  # type: ignore[arg-type]
