@@ -47,6 +47,7 @@ class StepProgress:
             for k, what in (
                 ("groups_filtered", "group(s) filtered (equal rewards)"),
                 ("groups_rejected", "group(s) rejected"),
+                ("groups_failed", "group(s) failed (workflow errors)"),
                 ("infra_failures", "episode(s) lost to infrastructure"),
             )
             if done.get(k)

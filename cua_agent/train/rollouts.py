@@ -10,12 +10,15 @@ when the group is rejected). What a *run* needs on top lives here:
   step's batch stays full), but trains on the next one after `agent.max_filtered_in_a_row` in a row, so a
   policy that fails (or solves) every episode alike cannot stall a step; reports the row of a filtered or
   rejected group as done (never replayed); and aborts the run after `agent.max_rejected_in_a_row` groups
-  in a row were rejected (every episode lost to infrastructure: a dead server or sandbox engine).
+  in a row were rejected (every episode lost to infrastructure: a dead server or sandbox engine). A group
+  whose workflow raises counts as rejected, by exception type (AReaL would log it, draw the next row and
+  keep the row outstanding, without any limit); a full disk aborts at once.
 """
 
 from __future__ import annotations
 
 import _thread
+import errno
 import logging
 import signal
 from typing import Any
@@ -89,16 +92,24 @@ class TrackedWorkflow(RolloutWorkflow):
         self.max_filtered_in_a_row = max_filtered_in_a_row
         self.rejected_in_a_row = 0
         self.filtered_in_a_row = 0
-        self.stats = {"groups_filtered": 0, "equal_groups_kept": 0}
+        self.stats = {"groups_filtered": 0, "equal_groups_kept": 0, "groups_failed": 0}
 
     async def arun_episode(self, engine: Any, data: dict[str, Any]) -> dict[str, Any] | None:
-        batch = await self.workflow.arun_episode(engine, data)
-        if batch is None:
+        try:
+            batch = await self.workflow.arun_episode(engine, data)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                return self._failed(data, exc)
             self.engine.row_dropped(data)
-            self.rejected_in_a_row += 1
-            if self.rejected_in_a_row >= self.max_rejected_in_a_row:
-                self._abort()
+            self.engine.abort_run(
+                f"disk full ({exc.strerror}) writing {exc.filename or 'a file'}: free space there, then "
+                "resume with --resume (the last checkpoint stands)"
+            )
             return None
+        except Exception as exc:
+            return self._failed(data, exc)
+        if batch is None:
+            return self._rejected(data)
         self.rejected_in_a_row = 0
         # The workflow's rows carry the group-normalised advantage: all exactly 0 when the rewards are equal.
         if self.filter_equal_rewards and not bool(batch["rewards"].any()):
@@ -119,11 +130,37 @@ class TrackedWorkflow(RolloutWorkflow):
             batch[DRAW_KEY] = torch.full((batch["input_ids"].shape[0],), int(data[DRAW_KEY]))
         return batch
 
+    def _rejected(self, data: dict[str, Any]) -> None:
+        self.engine.row_dropped(data)
+        self.rejected_in_a_row += 1
+        if self.rejected_in_a_row >= self.max_rejected_in_a_row:
+            self._abort()
+        return None
+
+    def _failed(self, data: dict[str, Any], exc: Exception) -> None:
+        """The workflow raised: the group is rejected, and the error counted by type and logged in full."""
+        kind = f"groups_failed/{type(exc).__name__}"
+        self.stats["groups_failed"] += 1
+        self.stats[kind] = self.stats.get(kind, 0) + 1
+        logger.error(
+            "group of %s seed %s failed: %s: %s",
+            data.get("task_id"),
+            data.get("seed"),
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
+        return self._rejected(data)
+
     def _abort(self) -> None:
-        stats = getattr(self.workflow, "stats", {})
-        causes = ", ".join(f"{k}={v}" for k, v in sorted(stats.items()) if k.startswith("infra_failures/"))
+        stats = {**getattr(self.workflow, "stats", {}), **self.stats}
+        causes = ", ".join(
+            f"{k}={v}"
+            for k, v in sorted(stats.items())
+            if k.startswith(("infra_failures/", "groups_failed/"))
+        )
         self.engine.abort_run(
             f"{self.rejected_in_a_row} groups in a row rejected (agent.max_rejected_in_a_row): every episode "
-            f"failed for infrastructure reasons; failures so far: {causes or 'none recorded'} (each group's "
-            "errors are in the log above)"
+            f"failed for infrastructure reasons, or the workflow raised; failures so far: "
+            f"{causes or 'none recorded'} (each group's errors are in the log above)"
         )
