@@ -24,6 +24,7 @@ from cua_agent.evaluate.report import Report
 from cua_agent.rollout.recorder import RolloutRecorder
 from cua_agent.rollout.sandboxes import RolloutSandboxes
 from cua_agent.terminal.loop import TerminalConfig, play_row
+from sandbox.aio import finish, gather_all
 from sandbox.errors import SandboxError
 from sandbox.repo.tasks import RepoTaskFiles
 
@@ -79,7 +80,7 @@ class EvalRunner:
                 seen(ep, True)
                 return ep
 
-        return list(await asyncio.gather(*(one(r) for r in rows)))
+        return list(await gather_all(*(one(r) for r in rows)))
 
     async def _attempt(self, row: dict[str, Any]) -> Episode:
         if row.get("agent", "gui") == "terminal":
@@ -107,7 +108,7 @@ class EvalRunner:
             broken = ep.status == "infra_error"
             return ep
         finally:
-            await asyncio.shield(pool.release(sb, broken=broken))
+            await finish(pool.release(sb, broken=broken))
 
     async def close(self) -> None:
         await self.sandboxes.close()

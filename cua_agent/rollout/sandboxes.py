@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sandbox.aio import finish
 from sandbox.backends import make_backend
 from sandbox.backends.routed import RoutedBackend
 from sandbox.base import Backend, SandboxSpec
@@ -83,8 +84,8 @@ class RolloutSandboxes:
             box = await asyncio.to_thread(start_repo_box, self._repo_backend, spec)
             try:
                 yield box
-            finally:  # shielded: a cancelled episode must not leave its box
-                await asyncio.shield(box.close())
+            finally:  # to its end: a cancelled episode must not leave its box
+                await finish(box.close())
 
     def preflight(self) -> None:
         """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode

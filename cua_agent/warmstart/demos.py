@@ -18,6 +18,7 @@ from cua_agent.inference.model_call import ModelCall
 from cua_agent.rollout.rows import RowBuilder
 from cua_agent.rollout.sandboxes import RolloutSandboxes
 from cua_agent.warmstart.oracle_client import DemoTurn, OracleChatClient
+from sandbox.aio import finish, gather_all
 from sandbox.errors import SandboxError
 
 
@@ -55,9 +56,9 @@ async def record(
                 solved = ep.ok and (ep.task_reward or 0) > 0 and ep.format_failures == 0
                 return (ep, client.turns) if solved else None
             finally:
-                await asyncio.shield(pool.release(sb, broken=broken))
+                await finish(pool.release(sb, broken=broken))
 
-    found = await asyncio.gather(*(one(r) for r in rows))
+    found = await gather_all(*(one(r) for r in rows))
     return [f for f in found if f is not None]
 
 

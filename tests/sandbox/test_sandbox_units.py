@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sandbox.aio import finish, gather_all
 from sandbox.base import Backend, Sandbox, SandboxSpec
 from sandbox.errors import SandboxDied, SandboxError, SandboxStartError, SandboxTimeout
 from sandbox.oracles import supported_tasks
@@ -454,3 +455,56 @@ def test_reaping_through_the_router_is_each_backends_own_reap():
     routed = RoutedBackend("docker", lambda name, rid: OwnReap())
     routed.backend("gbox")
     assert routed.reap() == ["orphan", "orphan"] and OwnReap.reaped == 2
+
+
+def test_a_release_interrupted_by_a_second_cancellation_still_finishes_before_the_episode_ends():
+    """At the end of a run AReaL cancels the rollouts; an episode cancelled again while it handed its box
+    back left the release running on its own (asyncio.shield), and the event loop closed under it: "Task was
+    destroyed but it is pending" for SandboxPool.release, and a box the pool still counted. The episode ends
+    only after its release, then re-raises the cancellation."""
+    released = []
+
+    async def release() -> None:
+        await asyncio.sleep(0.2)
+        released.append(True)
+
+    async def episode() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await finish(release())
+
+    async def go() -> None:
+        task = asyncio.ensure_future(episode())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.01)
+        task.cancel()  # during the release
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert released == [True], "the episode ended before its release"
+
+    asyncio.run(go())
+
+
+def test_a_group_ends_only_after_every_episode_has_handed_its_box_back():
+    """Seen at the end of every run: AReaL cancels a group; `asyncio.gather` ended (cancelled) as soon as
+    its first episode did, while the other still handed its box back, and the event loop closed under it."""
+    released = []
+
+    async def episode(release_s: float) -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            await finish(asyncio.sleep(release_s))
+            released.append(release_s)
+
+    async def go() -> None:
+        group = asyncio.ensure_future(gather_all(episode(0.0), episode(0.2)))
+        await asyncio.sleep(0.01)
+        group.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await group
+        assert sorted(released) == [0.0, 0.2], "the group ended before every episode did"
+
+    asyncio.run(go())
