@@ -60,7 +60,7 @@ class RolloutRecorder:
             path = path.with_name(f"{path.stem}-rank{rank}{path.suffix}")
         return cls(path, agent.save_screenshots, agent.screenshots_budget_mb)
 
-    def record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str | None) -> None:
+    def record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str) -> None:
         """Append the group's episodes; `advantage_of` maps id(episode) to its advantage (trained ones)."""
         lines, written = [], []
         for ep in episodes:

@@ -5,12 +5,13 @@ desktop boxes of the pool, the terminal agent on a repository box of its task (r
 returns the group's rows (rollout/rows.py), each with the episode's group-normalised reward, optionally
 discounted by turn (rollout/rewards.py), or None when the group is rejected. Episodes lost to infrastructure are
 dropped; a group left with fewer than `min_group_size` episodes is rejected — an infrastructure failure
-never becomes a reward of 0. Every episode goes to rollouts.jsonl (rollout/recorder.py).
+never becomes a reward of 0. Every episode goes to rollouts.jsonl (rollout/recorder.py). `run_group` also
+returns the group's `GroupRecord` (its id in rollouts.jsonl and the tallies of its scored episodes), rejected
+or not, for the training run's step metrics.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,13 @@ from cua_agent.episode.loop import Episode, EpisodeConfig, run_episode
 from cua_agent.episode.model_view import ModelView
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.vllm_server import SamplingParams
-from cua_agent.rollout.outcomes import Outcomes
+from cua_agent.rollout.outcomes import GroupRecord, tally
 from cua_agent.rollout.recorder import RolloutRecorder
 from cua_agent.rollout.rewards import RewardConfig, episode_reward, normalise_group, turn_rewards
 from cua_agent.rollout.rows import PlaceholderInOutput, RowBuilder, RowMismatchError
 from cua_agent.rollout.sandboxes import RolloutSandboxes
 from cua_agent.terminal.loop import TerminalConfig, play_row
+from sandbox.aio import finish, gather_all
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
 from sandbox.repo.tasks import RepoTaskFiles
@@ -69,7 +71,6 @@ class CUAWorkflow(RolloutWorkflow):
             else RolloutRecorder.for_run(config)
         )
         self.stats = {"episodes": 0, "infra_failures": 0, "groups_rejected": 0, "rows": 0}
-        self.outcomes = Outcomes()
 
     def preflight(self) -> None:
         self.sandboxes.preflight()
@@ -82,12 +83,25 @@ class CUAWorkflow(RolloutWorkflow):
 
     async def arun_episode(self, engine: StockVLLMEngine, data: dict[str, Any]) -> dict[str, Any] | None:
         """The group's training rows, or None when the group is rejected (too few usable episodes)."""
-        pool = await self.sandboxes.pool()
-        episodes = await asyncio.gather(*(self._episode(engine, pool, data) for _ in range(self.group_size)))
-        return self.group_to_batch(list(episodes), data)
+        batch, _ = await self.run_group(engine, data)
+        return batch
 
-    def group_to_batch(self, episodes: list[Episode], data: dict[str, Any]) -> dict[str, Any] | None:
-        """The group's training rows (one per model call), or None if too few episodes are usable."""
+    async def run_group(
+        self, engine: StockVLLMEngine, data: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, GroupRecord]:
+        """`arun_episode`'s result, and the group's record."""
+        pool = await self.sandboxes.pool()
+        episodes = await gather_all(*(self._episode(engine, pool, data) for _ in range(self.group_size)))
+        group_id = uuid.uuid4().hex[:12]
+        batch = self.group_to_batch(list(episodes), data, group_id)
+        return batch, GroupRecord(group_id, data["task_id"], int(data["seed"]), tally(episodes))
+
+    def group_to_batch(
+        self, episodes: list[Episode], data: dict[str, Any], group_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The group's training rows (one per model call), or None if too few episodes are usable. Its
+        episodes go to rollouts.jsonl under `group_id` (a new one if None)."""
+        group_id = group_id or uuid.uuid4().hex[:12]
         ok = [ep for ep in episodes if ep.ok]
         self.stats["episodes"] += len(episodes)
         self.stats["infra_failures"] += len(episodes) - len(ok)
@@ -105,7 +119,7 @@ class CUAWorkflow(RolloutWorkflow):
                 len(episodes),
                 "; ".join(sorted({ep.error or ep.status for ep in episodes if not ep.ok})),
             )
-            self._record(episodes, {}, group_id=None)
+            self._record(episodes, {}, group_id)
             return None
 
         # Rows before rewards: a call whose rows cannot be built exactly drops its episode, never the step.
@@ -118,7 +132,7 @@ class CUAWorkflow(RolloutWorkflow):
                 self.stats["infra_failures"] += 1
         if len(usable) < self.min_group_size:
             self.stats["groups_rejected"] += 1
-            self._record(episodes, {}, group_id=None)
+            self._record(episodes, {}, group_id)
             return None
 
         returns = [episode_reward(ep, self.rewards) for ep, _ in usable]
@@ -133,7 +147,7 @@ class CUAWorkflow(RolloutWorkflow):
             rows += ep_rows
             advantage_of[id(ep)] = adv
         self.stats["rows"] += len(rows)
-        self._record(episodes, advantage_of, group_id=uuid.uuid4().hex[:12])
+        self._record(episodes, advantage_of, group_id)
         return concat_padded_tensors(rows) if rows else None
 
     def _rows(self, ep: Episode) -> list[dict[str, Any]]:
@@ -173,13 +187,10 @@ class CUAWorkflow(RolloutWorkflow):
             )
             broken = ep.status == "infra_error"
             return ep
-        finally:  # shielded: a second cancellation must not leave the box marked busy
-            await asyncio.shield(pool.release(sb, broken=broken))
+        finally:  # to its end: a second cancellation must not leave the box marked busy
+            await finish(pool.release(sb, broken=broken))
 
-    def _record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str | None) -> None:
-        """The group's episodes, whatever became of the group: tallied when scored, and logged."""
-        for ep in episodes:
-            if ep.task_reward is not None:
-                self.outcomes.add(ep)
+    def _record(self, episodes: list[Episode], advantage_of: dict[int, float], group_id: str) -> None:
+        """The group's episodes, whatever became of the group (a rejected group's have no advantage)."""
         if self.recorder is not None:
             self.recorder.record(episodes, advantage_of, group_id)

@@ -36,7 +36,7 @@ from cua_agent.train.checkpointing import (
     recover_root,
     resolve_resume,
 )
-from cua_agent.train.stopping import RunAborted, StopTraining
+from cua_agent.train.stopping import RunAborted, StopDeadline, StopTraining
 from cua_agent.train.trainer import CUATrainer
 
 logger = logging.getLogger("CUAJob")
@@ -101,11 +101,11 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 trainer.train(workflow=workflow, workflow_kwargs=None)
             except StopTraining as stop:
                 stopped = stop
-                _stop(trainer, str(stop), 128 + stop.signum, workflow)
+                _stop(trainer, str(stop), 128 + stop.signum)
             except RunAborted as exc:
                 aborted = exc
                 logger.error(f"Training aborted: {exc}")
-                _stop(trainer, "aborted", 1, workflow)
+                _stop(trainer, "aborted", 1)
             finally:
                 signals.trainer = None
         # After the trainer's exit closed the rollouts (and the sandbox pool):
@@ -122,9 +122,14 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
             logger.info("Local vLLM server stopped")
 
 
-def _stop(trainer: CUATrainer, why: str, exit_code: int, workflow: Any) -> None:
-    """After a stop signal: checkpoint if configured, then let the trainer's exit close the rollouts and
-    the sandbox pool, within checkpoint.stop_timeout_s (then this process removes its sandboxes and exits)."""
+def _stop(trainer: CUATrainer, why: str, exit_code: int) -> None:
+    """After every rank agreed to stop or abort: checkpoint if configured, then let the trainer's exit close
+    the rollouts and the sandbox pool, all within checkpoint.stop_timeout_s of the stop signal (else this
+    process removes its sandboxes and exits: `StopDeadline`)."""
+    if trainer.stop_deadline is None:  # an abort: the deadline starts now
+        trainer.stop_deadline = StopDeadline(
+            trainer.config.checkpoint.stop_timeout_s, trainer._remove_own_sandboxes, exit_code
+        ).start()
     saved = None
     try:
         saved = trainer.save_on_stop()
@@ -137,19 +142,6 @@ def _stop(trainer: CUATrainer, why: str, exit_code: int, workflow: Any) -> None:
         + (f"; saved {saved}" if saved else "")
         + (f"; resume with --resume (latest checkpoint: {latest})" if latest else "; no checkpoint to resume")
     )
-    timeout = trainer.config.checkpoint.stop_timeout_s
-
-    def force_exit() -> None:
-        logger.error(f"Shutdown took over {timeout:.0f}s (checkpoint.stop_timeout_s): abandoning episodes")
-        try:
-            if hasattr(workflow, "remove_own_sandboxes"):
-                workflow.remove_own_sandboxes()
-        finally:
-            os._exit(exit_code)
-
-    timer = threading.Timer(timeout, force_exit)
-    timer.daemon = True
-    timer.start()
 
 
 class _StopSignals:
@@ -167,9 +159,7 @@ class _StopSignals:
     def __call__(self, signum: int, frame: Any) -> None:
         if self.trainer is None:
             raise StopTraining(signum)
-        if self.trainer.rollout.fatal is not None:  # the rollout thread gave up (TrainingEngine.abort_run)
-            raise self.trainer.rollout.fatal
-        self.trainer.request_stop(signum)
+        self.trainer.on_signal(signum)
 
 
 def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:

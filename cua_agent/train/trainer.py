@@ -7,8 +7,10 @@
 - the train dataloader is wrapped in a `TaskFeed` (rows in flight at a checkpoint are replayed on resume);
 - recover checkpoints are `RecoverCheckpoints` (atomic, checked, with LR scheduler and RNG; AReaL's own
   recover is switched off inside PPOTrainer);
-- each step's stats get the run's fault counters, and a line in steps.jsonl;
-- a stop signal ends the run at a consistent point (`request_stop`; the handler is in train/job.py).
+- each step's stats get the run's fault counters and what the policy achieved in the groups the step
+  consumed, summed over every trainer rank, and a line in steps.jsonl;
+- a stop signal ends the run at a consistent point (`request_stop`; the handler is in train/job.py): every
+  rank acts on a stop or an abort only where all of them agree on it (train/stopping.py).
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ from areal.utils.stats_logger import StatsLogger
 from cua_agent.config import CUAGRPOConfig, lora_target_modules
 from cua_agent.evaluate.held_out import HeldOutEval, eval_stats
 from cua_agent.inference.processing import load_processor
-from cua_agent.rollout.outcomes import rates
+from cua_agent.rollout.outcomes import add_tallies, rates
 from cua_agent.train import lr_groups
 from cua_agent.train import patches as trainer_patches
 from cua_agent.train.checkpointing import RecoverCheckpoints, fingerprint
 from cua_agent.train.data_feed import DRAW_KEY, TaskFeed
 from cua_agent.train.progress import StepProgress
 from cua_agent.train.rollouts import TrackedWorkflow, TrainingEngine
-from cua_agent.train.stopping import StopTraining
+from cua_agent.train.stopping import StopDeadline, StopTraining, decide, gather
 
 logger = logging.getLogger("CUATrainer")
 
@@ -62,6 +64,9 @@ class CUATrainer(PPOTrainer):
         self.server_addresses = list(server_addresses)
         self.workflow = workflow  # for its episode counters in the step stats
         self.stop_signal: int | None = None
+        self.stop_deadline: StopDeadline | None = None  # from the first stop signal on
+        self._abort_seen = False
+        self._in_eval = False  # rank 0 plays the held-out evaluation (a stop ends it early)
         self.tracked: TrackedWorkflow | None = None  # the workflow as train() submits it
         self.last_finished: StepInfo | None = None
         trainer_patches.install(config.actor.attn_impl)
@@ -88,11 +93,11 @@ class CUATrainer(PPOTrainer):
         )
         if resume_from is not None:
             self.recover_info = self._resume(resume_from)
+        self.rollout.ranks = self.actor.cpu_group  # where the ranks agree on a stop (train/stopping.py)
         self._next_lr = self._lr()
         self._counted: dict[str, float] = {}
         self._eval_stats: dict[str, float] = {}  # the step's held-out evaluation, when one ran
         self.held_out = HeldOutEval(config) if config.evaluation.enabled else None
-        self._outcomes_counted: dict[str, float] = {}
         self.steps_path = Path(StatsLogger.get_log_path(config.stats_logger)) / "steps.jsonl"
         self.progress: StepProgress | None = None  # rank 0, during train(): a line while a step waits
 
@@ -151,12 +156,37 @@ class CUATrainer(PPOTrainer):
             )
 
     def _export_and_commit_stats(self, epoch: int, epoch_step: int, global_step: int) -> None:
+        """The step's stats, summed over every rank; then the ranks stop or abort together if any of them
+        was asked to (a collective: every rank is here)."""
         stats = self.actor.export_stats()
         stats.update(self.rollout.export_stats())
         if self.eval_rollout is not None:
             stats.update(self.eval_rollout.export_stats())
-        faults = self._fault_counts()
-        outcomes = self._outcome_rates()
+        fatal = self.rollout.fatal
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        ranks = gather(
+            {
+                "faults": self._fault_counts(),
+                "groups": [
+                    *(("trained", rank, g) for g in self.rollout.trained_groups),
+                    *(("dropped", rank, g) for g in self.rollout.dropped_groups),
+                ],
+                "rows": [
+                    {
+                        "rank": rank,
+                        "draw": r.get(DRAW_KEY),
+                        "task_id": r.get("task_id"),
+                        "seed": r.get("seed"),
+                    }
+                    for r in self.rollout.last_trained_rows
+                ],
+                "state": (self.stop_signal, None if fatal is None else str(fatal)),
+            },
+            self.actor.cpu_group,
+        )
+        faults = add_tallies(r["faults"] for r in ranks)
+        groups = [g for r in ranks for g in r["groups"]]
+        outcomes = rates(add_tallies(g.tallies for _, _, g in groups))
         stats.update({f"cua/{k}": v for k, v in faults.items()})
         stats.update({f"cua/policy/{k}": v for k, v in outcomes.items()})  # e.g. cua/policy/all/success_rate
         evaluated, self._eval_stats = self._eval_stats, {}
@@ -164,16 +194,14 @@ class CUATrainer(PPOTrainer):
         self.stats_logger.commit(epoch, epoch_step, global_step, stats)
         lr, self._next_lr = self._next_lr, self._lr()
         if _is_rank0():
-            self._record_step(global_step, lr, faults, outcomes, evaluated, stats)
+            rows = [row for r in ranks for row in r["rows"]]
+            self._record_step(global_step, lr, faults, outcomes, evaluated, stats, rows, groups)
             if self.progress is not None:
                 self.progress.step_done(global_step)
-        if dist.is_initialized():
-            dist.barrier(group=self.actor.cpu_group)
-        if self.stop_signal is not None:
-            raise StopTraining(self.stop_signal)
+        decide([r["state"] for r in ranks])
 
     def _fault_totals(self) -> dict[str, float]:
-        """The run's episode and server fault counters, cumulative."""
+        """This rank's episode and server fault counters, cumulative."""
         totals: dict[str, float] = dict(self.rollout.counters)
         if self.workflow is not None and hasattr(self.workflow, "stats"):
             totals.update(self.workflow.stats)
@@ -182,19 +210,11 @@ class CUATrainer(PPOTrainer):
         return totals
 
     def _fault_counts(self) -> dict[str, float]:
-        """This step's episode and server fault counts."""
+        """This rank's episode and server fault counts since the last step (counted as they happen)."""
         totals = self._fault_totals()
         step = {k: v - self._counted.get(k, 0) for k, v in totals.items()}
         self._counted = totals
         return step
-
-    def _outcome_rates(self) -> dict[str, float]:
-        """What the policy achieved in the episodes scored during this step (rollout/outcomes.py)."""
-        outcomes = getattr(self.workflow, "outcomes", None)
-        totals = outcomes.snapshot() if outcomes is not None else {}
-        step = {k: v - self._outcomes_counted.get(k, 0) for k, v in totals.items()}
-        self._outcomes_counted = totals
-        return rates(step)
 
     def _record_step(
         self,
@@ -204,16 +224,22 @@ class CUATrainer(PPOTrainer):
         outcomes: dict[str, float],
         evaluated: dict[str, float],
         stats: dict[str, float],
+        rows: list[dict[str, Any]],
+        groups: list[tuple[str, int, Any]],
     ) -> None:
-        rows = [
-            {"draw": r.get(DRAW_KEY), "task_id": r.get("task_id"), "seed": r.get("seed")}
-            for r in self.rollout.last_trained_rows
-        ]
+        """steps.jsonl, one line per step, over every rank: `rows` the step trained (a rank's draw numbers
+        are its own); `groups` it consumed (trained, or filtered and rejected while its batch was
+        collected), by the group ids of rollouts*.jsonl; `episodes` the rates of those groups' scored
+        episodes; `faults` what went wrong on any rank since the previous step."""
         record = {
             "global_step": global_step,
             "lr": lr,
             "weight_version": self.rollout.get_version(),
             "rows": rows,
+            "groups": {
+                fate: [{"rank": r, **g.to_json()} for f, r, g in groups if f == fate]
+                for fate in ("trained", "dropped")
+            },
             "faults": faults,
             "episodes": outcomes,
             "eval": evaluated,
@@ -280,11 +306,18 @@ class CUATrainer(PPOTrainer):
         # under LoRA the servers serve this step's weights as its adapter, not under the base model's name
         model = self.rollout.model_for(self.rollout.get_version())
         try:
+            self._in_eval = True
             report = self.held_out.run(self.server_addresses, out, model=model)
+        except StopTraining as stop:  # the other ranks wait at the barrier; every rank stops after it
+            logger.warning(f"Held-out eval after step {global_step + 1} abandoned: {stop}")
+            self._eval_stats = {"eval/abandoned": 1.0}
+            return
         except Exception as exc:  # an evaluation that cannot run (servers, sandboxes) never stops training
             logger.warning(f"Held-out eval after step {global_step + 1} failed: {type(exc).__name__}: {exc}")
             self._eval_stats = {"eval/failed": 1.0}
             return
+        finally:
+            self._in_eval = False
         self._eval_stats = eval_stats(report)
         s = report.overall
         logger.info(
@@ -295,15 +328,39 @@ class CUATrainer(PPOTrainer):
         )
 
     # ---- stopping -----------------------------------------------------------------------------------------
+    def on_signal(self, signum: int) -> None:
+        """The job's SIGINT/SIGTERM handler (train/job.py), in the main thread. An abort from the rollout
+        thread arrives as a SIGINT too (`TrainingEngine.abort_run`)."""
+        if self.rollout.fatal is not None and not self._abort_seen:
+            self._abort_seen = True
+            if self.rollout.waiting_for_batch:
+                raise self.rollout.fatal  # out of this rank's wait; the ranks abort together after it
+            return  # the ranks abort together at the end of this step
+        self.request_stop(signum)
+
     def request_stop(self, signum: int) -> None:
-        """From the signal handler. While the step waits for rollouts, stop now (the model is still the
-        last finished step's); during the update, finish the step (and its checkpoint) first."""
-        first = self.stop_signal is None
-        self.stop_signal = signum
-        self.rollout.stop_requested = signum
-        if self.rollout.waiting_for_batch or not first:
+        """Stop at the next point every rank agrees on: right away while this rank waits for its episodes
+        (the model is still the last finished step's), else after this step's update and checkpoint. The
+        whole stop, checkpoint included, is bounded by checkpoint.stop_timeout_s from the first signal. A
+        signal more than `StopDeadline.REPEAT_S` after it (Ctrl-C again) exits at once."""
+        if self.stop_deadline is None:
+            self.stop_signal = self.rollout.stop_requested = signum
+            self.stop_deadline = StopDeadline(
+                self.config.checkpoint.stop_timeout_s, self._remove_own_sandboxes, 128 + signum
+            ).start()
+            logger.warning(
+                f"{signal.Signals(signum).name}: stopping "
+                + ("now" if self.rollout.waiting_for_batch else "after this step's update and checkpoint")
+                + f" (within checkpoint.stop_timeout_s={self.config.checkpoint.stop_timeout_s:.0f}s)"
+            )
+        elif self.stop_deadline.repeated():
+            self.stop_deadline.expire(f"{signal.Signals(signum).name} again")
+        if self.rollout.waiting_for_batch or self._in_eval:
             raise StopTraining(signum)
-        logger.warning(f"{signal.Signals(signum).name}: stopping after this step's update and checkpoint")
+
+    def _remove_own_sandboxes(self) -> None:
+        if self.workflow is not None and hasattr(self.workflow, "remove_own_sandboxes"):
+            self.workflow.remove_own_sandboxes()
 
     def save_on_stop(self) -> Path | None:
         """A stop during the rollout wait: checkpoint the last finished step if it has none yet."""

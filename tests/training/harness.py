@@ -145,20 +145,23 @@ def served_version(address: str) -> int | None:
 def same_steps(a: dict, b: dict) -> list[str]:
     """How two runs of the same seed differ in what they trained and with which LR.
 
-    The LR of a step depends only on the restored schedule. The rows: with one group in flight, step k
-    trains the next row drawn, except that a group lost to infrastructure (a random event of one run) is
-    dropped and the step takes the next row. So: each run's draws increase, the same draw number is the
-    same row in both runs, and where neither run dropped a row before a step, the step's rows are equal."""
+    The LR of a step depends only on the restored schedule. The rows: with one group in flight per rank,
+    step k trains each rank's next row drawn, except that a group lost to infrastructure (a random event of
+    one run) is dropped and the step takes the next row. So: each rank's draws increase, the same draw
+    number of a rank is the same row in both runs, and where neither run dropped a row before a step, the
+    step's rows are equal."""
     out = []
-    rows_of = {}
+    rows_of: dict[tuple[int, int], dict] = {}
     for run, steps in (("a", a), ("b", b)):
-        draws = [r["draw"] for s in sorted(steps) for r in steps[s]["rows"]]
-        if draws != sorted(set(draws)):
-            out.append(f"run {run}: draws out of order {draws}")
+        for rank in sorted({r.get("rank", 0) for s in steps.values() for r in s["rows"]}):
+            draws = [r["draw"] for s in sorted(steps) for r in steps[s]["rows"] if r.get("rank", 0) == rank]
+            if draws != sorted(set(draws)):
+                out.append(f"run {run}, rank {rank}: draws out of order {draws}")
         for s in steps.values():
             for r in s["rows"]:
-                if rows_of.setdefault(r["draw"], r) != r:
-                    out.append(f"draw {r['draw']}: {rows_of[r['draw']]} vs {r}")
+                key = (r.get("rank", 0), r["draw"])
+                if rows_of.setdefault(key, r) != r:
+                    out.append(f"rank {key[0]} draw {key[1]}: {rows_of[key]} vs {r}")
     clean = True
     for s in sorted(set(a) & set(b)):
         if a[s]["lr"] != b[s]["lr"]:

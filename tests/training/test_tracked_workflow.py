@@ -38,7 +38,7 @@ class Run:
         self.done: list[int] = []
         self.aborted: list[str] = []
 
-    def row_dropped(self, row: dict) -> None:
+    def row_dropped(self, row: dict, record=None) -> None:
         self.done.append(row[DRAW_KEY])
 
     def abort_run(self, reason: str) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+from cua_agent.inference.model_call import ModelCall
 from cua_agent.rollout.recorder import RolloutRecorder
 
 SHOT = 100_000  # bytes per screenshot here
@@ -14,9 +15,7 @@ SHOT = 100_000  # bytes per screenshot here
 
 def episode(turns: int) -> SimpleNamespace:
     """The fields RolloutRecorder.record reads from an Episode and its turns."""
-    call = SimpleNamespace(
-        prompt_token_ids=[1], output_token_ids=[2], version=0, images=[b"x" * SHOT], attempts=1
-    )
+    call = ModelCall("o", prompt_token_ids=[1], output_token_ids=[2], version=0, images=[b"x" * SHOT])
     turn = SimpleNamespace(
         output="o",
         wire={"type": "click", "x": 1, "y": 1},
