@@ -112,6 +112,14 @@ yaml_value() {
   ' "$1"
 }
 
+# How long the trainer container gets to stop after SIGTERM: the ranks' own deadline from the signal
+# (checkpoint.stop_timeout_s: the step's update, its checkpoint, the exit), then torchrun's margin after it
+# (LAUNCHER_MARGIN_S, cua_agent/train/stopping.py), then the container's own exit.
+trainer_stop_s() {
+  local t; t="$(yaml_value "$config" checkpoint stop_timeout_s)"; t="${t%%.*}"
+  echo $(( ${t:-60} + 90 ))
+}
+
 # ---- preflight: every problem is listed, each with what to do ------------------------------------------------
 problems=()
 problem() { problems+=("$*"); }
@@ -341,7 +349,7 @@ cleanup() {
   log "stopping the stack (project $PROJECT)"
   if "$CLI" container inspect "$TRAINER" >/dev/null 2>&1; then
     # SIGTERM first: the trainer's ranks remove their own sandboxes and release the GPUs cleanly.
-    "$CLI" stop -t 120 "$TRAINER" >/dev/null 2>&1 || true
+    "$CLI" stop -t "$(trainer_stop_s)" "$TRAINER" >/dev/null 2>&1 || true
     "$CLI" rm -f "$TRAINER" >/dev/null 2>&1 || true
   fi
   if [ -n "$TRAINER_HOST" ]; then  # sandboxes carry their creator's hostname: the trainer container's

@@ -29,51 +29,13 @@ import sys
 from areal.api.cli_args import load_expr_config
 
 from cua_agent.config import CUAGRPOConfig
+from cua_agent.train.cli import config_args, split_check
 from cua_agent.train.job import run
 
 
-def resume_overrides(argv: list[str]) -> list[str]:
-    """`--resume` / `--resume_from_checkpoint PATH` (or `=PATH`) → the checkpoint.resume_from override."""
-    out: list[str] = []
-    resume: str | None = None
-    args = iter(argv)
-    for arg in args:
-        if arg == "--resume":
-            resume = "latest"
-        elif arg == "--resume_from_checkpoint":
-            resume = next(args, None)
-            if not resume or resume.startswith("-"):
-                raise SystemExit("--resume_from_checkpoint needs a checkpoint directory")
-        elif arg.startswith("--resume_from_checkpoint="):
-            resume = arg.split("=", 1)[1]
-        else:
-            out.append(arg)
-    if resume is not None:
-        out.append(f"checkpoint.resume_from={resume}")
-    return out
-
-
-CHECK_FLAGS = ("--gpu-memory-gib", "--host-memory-gib")
-
-
-def split_check(argv: list[str]) -> tuple[list[str] | None, list[str]]:
-    """(the preflight's own arguments, or None without --check; the rest)."""
-    check: list[str] | None = None
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--check":
-            check = check or []
-        elif arg.split("=", 1)[0] in CHECK_FLAGS:
-            check = (check or []) + ([arg] if "=" in arg else [arg, next(args, "")])
-        else:
-            rest.append(arg)
-    return check, rest
-
-
 def main(argv: list[str]) -> None:
-    check, argv = split_check(argv)
-    config, _ = load_expr_config(resume_overrides(argv), CUAGRPOConfig)
+    check, _ = split_check(argv)
+    config, _ = load_expr_config(config_args(argv), CUAGRPOConfig)
     if check is not None:
         from cua_agent.train.preflight import main as preflight
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator, FormatChecker
 
+from cua_agent.train.stopping import LAUNCHER_MARGIN_S as MARGIN_S
 from sandbox.base import cua_home
 from tests.deploy.stack import (
     COMPOSE_FILE,
@@ -92,7 +93,9 @@ def test_gpu_layout_and_tensor_parallel_size_of_the_card():
     assert devices(vllm)["device_ids"] == ["0", "1", "2", "3"]
     assert devices(trainer)["device_ids"] == ["4", "5", "6", "7"]
     assert vllm["environment"]["VLLM_TP_SIZE"] == "4"
-    assert trainer["entrypoint"][:4] == ["torchrun", "--standalone", "--nproc-per-node", "4"]
+    assert trainer["entrypoint"][:6] == [
+        "python", "-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", "4"
+    ]  # fmt: skip
     # the default config trains with as many FSDP processes as the trainer starts
     config = yaml.safe_load((REPO / "configs" / "cua_grpo.yaml").read_text())
     assert trainer["command"] == ["--config", "configs/cua_grpo.yaml"]
@@ -105,7 +108,7 @@ def test_gpu_layout_follows_the_environment():
     assert devices(vllm)["device_ids"] == ["4", "5", "6", "7"]
     assert devices(trainer)["device_ids"] == ["0", "1", "2", "3"]
     assert vllm["environment"]["VLLM_TP_SIZE"] == "2"
-    assert trainer["entrypoint"][3] == "2"
+    assert trainer["entrypoint"][5] == "2"
     assert vllm["ports"] == ["127.0.0.1:18000:8000"]
     assert vllm["environment"]["VLLM_MODEL"] == trainer["environment"]["CUA_MODEL"] == OVERRIDES["CUA_MODEL"]
 
@@ -183,3 +186,18 @@ def test_every_compose_and_script_variable_is_documented_with_the_same_default()
     same |= {f"VLLM_GPU{i}" for i in range(4)} | {f"TRAINER_GPU{i}" for i in range(4)}
     for name in sorted(same):
         assert compose_vars[name] == script_vars[name], f"{name}: compose and script defaults differ"
+
+
+def seconds(duration: str) -> float:
+    """A compose duration such as '17m' or '30s'."""
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)([hms])", duration))
+
+
+def test_a_stopping_trainer_gets_the_time_every_shipped_config_asks_for():
+    """`docker compose stop/down` kills the trainer after stop_grace_period: it must outlast the ranks' own
+    deadline (checkpoint.stop_timeout_s) and torchrun's margin after it, or the stop-time checkpoint is cut."""
+    grace = seconds(load_compose()["services"]["trainer"]["stop_grace_period"])
+    for path in sorted((REPO / "configs").glob("cua_grpo*.yaml")):
+        stop = yaml.safe_load(path.read_text())["checkpoint"]["stop_timeout_s"]
+        assert grace >= stop + MARGIN_S, f"{path.name}: stop_timeout_s {stop} + {MARGIN_S} > {grace}"

@@ -1,0 +1,60 @@
+"""torchrun, with the time a graceful stop needs: the trainer's entry point on one node (the compose stack's,
+and the rehearsals' of tests/rehearsal).
+
+    python -m cua_agent.train.torchrun [torchrun options] train_areal.py --config CONFIG [key=value ...]
+
+On SIGTERM or SIGINT torchrun forwards the signal to its workers, then kills them (SIGKILL) 30 s later: fixed
+in torch 2.10 (the GPU image's), `--shutdown-timeout` from 2.11 on. A stopping trainer finishes its step's
+update and writes its checkpoint first (`checkpoint.stop_timeout_s`), which for a 7B-32B model takes minutes:
+killed at 30 s, the stop-time checkpoint was lost. This runs torchrun itself with that grace raised to the
+config's `checkpoint.stop_timeout_s` plus `LAUNCHER_MARGIN_S` (the ranks' own deadline ends them first). A container
+that runs it needs a stop grace period above that again (docker-compose.areal.yml, docker_train_areal.sh).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from cua_agent.train.cli import read_config
+from cua_agent.train.stopping import LAUNCHER_MARGIN_S
+
+
+def shutdown_grace_s(train_argv: list[str]) -> float:
+    """How long torchrun waits for its workers after forwarding a stop signal: the training config's
+    `checkpoint.stop_timeout_s` + `LAUNCHER_MARGIN_S`."""
+    return float(read_config(train_argv).checkpoint.stop_timeout_s) + LAUNCHER_MARGIN_S
+
+
+def split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(torchrun's options, the training script and its arguments)."""
+    for i, arg in enumerate(argv):
+        if arg.endswith(".py"):
+            return argv[:i], argv[i:]
+    raise SystemExit(
+        "usage: python -m cua_agent.train.torchrun [torchrun options] train_areal.py --config CONFIG [...]"
+    )
+
+
+def allow_grace(grace_s: float) -> None:
+    """Every torchrun shutdown waits at least `grace_s` before it kills the workers."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    close = api.PContext.close
+
+    def close_after_grace(self: Any, death_sig: Any = None, timeout: int = 30) -> None:
+        close(self, death_sig, max(int(timeout), int(grace_s)))
+
+    api.PContext.close = close_after_grace  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> None:
+    options, script = split(argv)
+    allow_grace(shutdown_grace_s(script[1:]))
+    from torch.distributed.run import main as torchrun
+
+    torchrun([*options, *script])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

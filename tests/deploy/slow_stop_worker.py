@@ -1,0 +1,31 @@
+"""A stand-in for train_areal.py under the torchrun entry point: it takes the training command line, and
+its stop takes STOP_S seconds (a big model's last step and checkpoint), then it writes stopped-<rank>."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+STOP_S = 35.0  # longer than torchrun's fixed 30 s
+
+
+def main() -> None:
+    out, rank = Path(os.environ["CUA_TEST_OUT"]), os.environ["RANK"]
+
+    def stop(signum: int, frame: object) -> None:
+        time.sleep(STOP_S)
+        (out / f"stopped-{rank}").write_text(str(signum))
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    (out / f"ready-{rank}").write_text(" ".join(sys.argv[1:]))
+    while True:
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()

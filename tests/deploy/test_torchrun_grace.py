@@ -1,0 +1,60 @@
+"""The trainer's entry point on one node (docker-compose.areal.yml): torchrun with the stop grace the config
+asks for. torchrun forwards SIGTERM to its workers and kills them 30 s later (torch 2.10, the GPU image's),
+which cut every stop-time checkpoint of a big model short. Here two workers take 35 s to stop after the
+SIGTERM a `docker stop` gives the container: both finish."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cua_agent.inference.local_server import REPO
+from cua_agent.train.stopping import LAUNCHER_MARGIN_S as MARGIN_S
+from cua_agent.train.torchrun import shutdown_grace_s
+from tests.deploy.slow_stop_worker import STOP_S
+from tests.training.harness import left_in_session
+
+pytestmark = pytest.mark.slow
+
+TRAIN_ARGS = ["--config", "configs/local_cpu.yaml", "checkpoint.stop_timeout_s=20"]
+
+
+def test_the_grace_is_the_configs_stop_timeout_plus_a_margin():
+    assert shutdown_grace_s(TRAIN_ARGS) == 20 + MARGIN_S
+    assert shutdown_grace_s(["--config", "configs/cua_grpo.yaml", "--resume"]) > 30
+
+
+def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path):
+    worker = Path(__file__).with_name("slow_stop_worker.py")
+    cmd = [sys.executable, "-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", "2",
+           str(worker), *TRAIN_ARGS]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUA_TEST_OUT": str(tmp_path)}
+    with open(tmp_path / "torchrun.log", "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("ready-*"))) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "torchrun.log"
+            ).read_text()
+            time.sleep(0.2)
+        stopped_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # to torchrun, as the container's init forwards it
+        proc.wait(timeout=STOP_S + MARGIN_S + 60)
+        took = time.monotonic() - stopped_at
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (tmp_path / "torchrun.log").read_text(errors="replace")
+    assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"], log
+    assert took >= STOP_S, took
+    assert left_in_session(proc.pid) == []
+    print(f"\nboth workers stopped after {took:.0f}s (torchrun alone kills at 30s)")
