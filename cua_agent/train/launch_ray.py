@@ -10,7 +10,14 @@ address from RAY_ADDRESS or the local node), reserves `cluster.n_nodes` bundles 
 - A run that completes exits 0. AReaL waits with `check_status=(COMPLETED, FAILED)`: the first rank that
   returns raises `JobException`, the other ranks are force-cancelled (mid-teardown, sandboxes still up),
   and the launcher exits 1 after a successful run. Here a completed rank is just done; a failed rank still
-  stops the others and triggers AReaL's recovery (`recover.mode`, `recover.retries`).
+  stops the others and triggers AReaL's recovery (`recover.mode`, `recover.retries`), but only after the
+  other ranks had `checkpoint.stop_timeout_s` + `LAUNCHER_MARGIN_S` to end on their own (ranks that stop
+  or abort together finish their collective checkpoint; AReaL killed them as soon as the first one exited).
+- SIGTERM or SIGINT (Ctrl-C) stops the run gracefully: each trainer gets a non-forcing cancel (Ray raises
+  it as a SIGINT in the trainer, which then stops as a trainer under torchrun does: the step's update, its
+  checkpoint, its sandboxes removed), and the launcher waits the same grace before it kills what is left,
+  then exits 128 + the signal. AReaL's launcher force-killed the trainers at once (Ctrl-C) or died and left
+  them to Ray (SIGTERM): no stop-time checkpoint.
 - Trainer workers run in the launcher's working directory. Ray already puts that directory on the
   workers' `sys.path`, assuming the same layout on every node; without the chdir the relative paths of
   the command and the config (train_areal.py, configs/..., tasks/...) resolve against wherever `ray start`
@@ -30,6 +37,7 @@ it sets.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -39,9 +47,13 @@ import ray
 from areal.api.alloc_mode import ModelAllocation, _AllocationMode
 from areal.api.cli_args import parse_cli_args
 from areal.infra.launcher import ray as areal_ray
-from areal.infra.utils.launcher import JobState, get_scheduling_spec
+from areal.infra.utils.launcher import JobException, JobState, get_scheduling_spec
+from areal.utils import logging
+
+from cua_agent.train.stopping import LAUNCHER_MARGIN_S
 
 GIB = 1024**3
+log = logging.getLogger("LaunchRay")
 
 
 class RayLaunchError(RuntimeError):
@@ -49,7 +61,18 @@ class RayLaunchError(RuntimeError):
 
 
 class CompletingRayLauncher(areal_ray.RayLauncher):
-    """AReaL's RayLauncher whose `wait` treats a finished trainer as done, not as a failure."""
+    """AReaL's RayLauncher whose `wait` treats a finished trainer as done, not as a failure, gives the other
+    trainers time to end on their own after one failed, and turns SIGTERM/SIGINT into a graceful stop."""
+
+    def __init__(self, *args: Any, grace_s: float, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.grace_s = grace_s
+        self.stop_signal: int | None = None
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        if self.stop_signal is None:  # a second one while stopping: keep waiting for the trainers
+            self.stop_signal = signum
+            raise KeyboardInterrupt
 
     def wait(
         self,
@@ -57,7 +80,27 @@ class CompletingRayLauncher(areal_ray.RayLauncher):
         remove_status: tuple[JobState, ...] = (JobState.COMPLETED,),
     ) -> None:
         # ray_main passes check_status=(COMPLETED, FAILED); only a failure may stop the other ranks.
-        super().wait(check_status=(JobState.FAILED,), remove_status=(JobState.COMPLETED,))
+        try:
+            super().wait(check_status=(JobState.FAILED,), remove_status=(JobState.COMPLETED,))
+        except JobException:
+            self.end_in_time(cancel=False, why="a trainer failed")
+            raise
+        except KeyboardInterrupt:
+            signum = self.stop_signal or signal.SIGINT
+            self.end_in_time(cancel=True, why=f"{signal.Signals(signum).name}")
+            raise SystemExit(128 + signum) from None
+
+    def end_in_time(self, cancel: bool, why: str) -> None:
+        """Let the running trainers end within the grace (asked to stop if `cancel`), then kill the rest."""
+        running = [f for name, f in self.jobs.items() if name.startswith("trainer")]
+        log.warning(f"{why}: {len(running)} trainer(s) have {self.grace_s:.0f}s to end")
+        if cancel:
+            for future in running:
+                ray.cancel(future, force=False)  # a SIGINT in the trainer: its graceful stop
+        _, late = ray.wait(running, num_returns=len(running), timeout=self.grace_s)
+        for future in late:
+            log.error(f"a trainer did not end within {self.grace_s:.0f}s: killing it")
+            ray.cancel(future, force=True)
 
 
 def check_config(config: Any) -> None:
@@ -128,9 +171,15 @@ def main(argv: list[str]) -> None:
     prepare_paths(config)
     ray.init(runtime_env={"worker_process_setup_hook": _enter(os.getcwd())})
     check_capacity(config, ray.nodes())
-    areal_ray.RAY_LAUNCHER = CompletingRayLauncher(
-        config.experiment_name, config.trial_name, config.cluster.fileroot
+    launcher = CompletingRayLauncher(
+        config.experiment_name,
+        config.trial_name,
+        config.cluster.fileroot,
+        grace_s=config.checkpoint.stop_timeout_s + LAUNCHER_MARGIN_S,
     )
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, launcher.on_signal)
+    areal_ray.RAY_LAUNCHER = launcher
     # ray_main reads the entry point and the trainer's arguments from sys.argv.
     sys.argv = [sys.argv[0], *argv]
     areal_ray.ray_main(config, run_id=0)

@@ -92,11 +92,33 @@ class FakeGet:
             raise ray.exceptions.RayTaskError("run_func", "Traceback: boom", RuntimeError("boom"))
 
 
+class FakeRay:
+    """ray.wait and ray.cancel over the stand-in futures: what was cancelled how, and the waits' timeouts."""
+
+    def __init__(self, late: tuple[str, ...] = ()):
+        self.late, self.cancelled, self.waited = late, [], []
+
+    def wait(self, futures: list[str], num_returns: int, timeout: float) -> tuple[list[str], list[str]]:
+        self.waited.append(timeout)
+        return [f for f in futures if f not in self.late], [f for f in futures if f in self.late]
+
+    def cancel(self, future: str, force: bool = False) -> None:
+        self.cancelled.append((future, force))
+
+
 @pytest.fixture
-def launcher(monkeypatch) -> CompletingRayLauncher:
+def fake_ray(monkeypatch) -> FakeRay:
+    fake = FakeRay()
+    monkeypatch.setattr(areal_ray.ray, "wait", fake.wait)
+    monkeypatch.setattr(areal_ray.ray, "cancel", fake.cancel)
+    return fake
+
+
+@pytest.fixture
+def launcher(monkeypatch, fake_ray) -> CompletingRayLauncher:
     monkeypatch.setattr(areal_ray.ray, "get", FakeGet())
     monkeypatch.setattr(areal_ray, "RAY_WAIT_CHECK_TIME_INTERVAL", 0)
-    return CompletingRayLauncher("exp", "trial", "/tmp")
+    return CompletingRayLauncher("exp", "trial", "/tmp", grace_s=123)
 
 
 def test_wait_returns_when_every_rank_completed(launcher):
@@ -111,3 +133,29 @@ def test_wait_raises_on_a_failed_rank(launcher):
     with pytest.raises(JobException) as err:
         launcher.wait(check_status=(JobState.COMPLETED, JobState.FAILED))
     assert err.value.reason == JobState.FAILED and err.value.worker_type == "trainer"
+
+
+def test_a_failed_rank_leaves_the_others_their_stop_time_before_they_are_killed(launcher, fake_ray):
+    """Ranks that abort or stop together finish a collective checkpoint; AReaL killed the others as soon as
+    the first one exited. They get checkpoint.stop_timeout_s + the margin (grace_s); only late ones die."""
+    launcher.jobs = {"trainer:0": "fail", "trainer:1": "running"}
+    fake_ray.late = ("running",)
+    with pytest.raises(JobException):
+        launcher.wait(check_status=(JobState.COMPLETED, JobState.FAILED))
+    assert fake_ray.waited == [123]
+    assert fake_ray.cancelled == [("running", True)]
+
+
+def test_sigterm_stops_every_trainer_gracefully_then_exits_with_the_signal(launcher, fake_ray, monkeypatch):
+    """A non-forcing cancel is a SIGINT in the trainer: its graceful stop (step, checkpoint, sandboxes)."""
+    import signal
+
+    def interrupted(*args, **kwargs):
+        launcher.on_signal(signal.SIGTERM, None)
+
+    monkeypatch.setattr(areal_ray.RayLauncher, "wait", interrupted)
+    launcher.jobs = {"trainer:0": "a", "trainer:1": "b"}
+    with pytest.raises(SystemExit) as done:
+        launcher.wait(check_status=(JobState.COMPLETED, JobState.FAILED))
+    assert done.value.code == 128 + signal.SIGTERM
+    assert fake_ray.cancelled == [("a", False), ("b", False)] and fake_ray.waited == [123]
