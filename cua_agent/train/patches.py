@@ -35,6 +35,12 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    the model infer positions later), so `_prepare_mb_list` crashed in torch.einsum. Such a batch gets
    text positions: 0..n-1 per row on all three axes, what vLLM's mRoPE gives a prompt without images
    (Qwen2.5-VL and Qwen3-VL).
+7. A LoRA run's weight sync gathers the adapter alone: AReaL's `_save_model_to_hf` (every step's sync, and
+   the saver's HF saves) gathers the full state dict to rank 0's host, frozen base included, in
+   optimizer_dtype, then writes only the adapter keys of it (PEFT): for the 32B LoRA config, 124 GiB of
+   fp32 base and its 62 GiB bf16 copy on one host, each step, for a 256 MiB file
+   (tests/training/test_sync_gather.py). The parameters that train are gathered instead; the file written
+   is the same.
 """
 
 from __future__ import annotations
@@ -75,6 +81,11 @@ def install(attn_impl: str) -> None:
         for cls in (Qwen2_5_VLModel, Qwen3VLModel):
             cls.compute_3d_position_ids = _text_positions_without_images(cls.compute_3d_position_ids)  # type: ignore[method-assign]
         _installed.add("text_positions")
+    if "lora_sync" not in _installed:
+        from areal.engine.fsdp_engine import FSDPEngine
+
+        FSDPEngine._save_model_to_hf = _adapter_alone_under_lora(FSDPEngine._save_model_to_hf)  # type: ignore[method-assign]
+        _installed.add("lora_sync")
     if "ragged" not in _installed:
         import areal.infra.dist_rollout as dist_rollout
 
@@ -127,6 +138,27 @@ def _peft_wrapper_with_positions(apply_peft_wrapper: Any) -> Any:
             hf.compute_3d_position_ids = inner.compute_3d_position_ids
 
     return apply
+
+
+def _adapter_alone_under_lora(save_model_to_hf: Any) -> Any:
+    """Fix 7: under LoRA, the HF save of the parameters that train (PEFT writes the adapter keys only)."""
+    import areal.engine.fsdp_engine as fsdp_engine
+    import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    def save(self: Any, path: str, tokenizer: Any, processor: Any) -> None:
+        if not self.config.use_lora:
+            return save_model_to_hf(self, path, tokenizer, processor)
+        os.makedirs(path, exist_ok=True)
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+        state = fsdp_engine.get_model_state_dict(self.model, options=options)  # collective; rank 0 gets it
+        if dist.get_rank() == 0:
+            state = {k: self._cast_to_compute_dtype(v) for k, v in state.items()}
+            self.model.save_pretrained(path, state_dict=state)  # adapter_config.json + adapter weights
+            self.model_config.save_pretrained(path)
+        dist.barrier(group=self.cpu_group)
+
+    return save
 
 
 def _text_positions_without_images(compute: Any) -> Any:

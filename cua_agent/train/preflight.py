@@ -13,7 +13,8 @@ of a micro-batch may be an image token; screenshots are assumed PNG_BYTES each).
   tokens, and their pixel values. Loading puts the whole model in optimizer_dtype on each GPU first.
 - Host, per node: rollouts a rank holds (groups running plus finished ones waiting, PNG screenshots once
   per episode and token tensors per row), one micro-batch's pixel values before they are copied to the
-  GPU, the full weights rank 0 gathers to write each weight update, and sandboxes (their memory limit).
+  GPU, the weights rank 0 gathers to write each weight update (every parameter in optimizer_dtype and its
+  actor.dtype copy; a LoRA run's adapter alone), and sandboxes (their memory limit).
 - Disk: recover checkpoints (the parameters that train, i.e. a LoRA run's adapter, and their Adam state in
   optimizer_dtype: 12 bytes per parameter in fp32, measured on the tiny model at 12.85 with its
   small-tensor overhead) x (checkpoint.keep_last + the one being written), the HF saves the saver never prunes, the weight-update copy, saved screenshots.
@@ -246,6 +247,18 @@ def gpu_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> tuple[Budge
     return b, load
 
 
+def weight_sync_host_bytes(config: CUAGRPOConfig, m: ModelShape) -> float:
+    """Rank 0's host memory for one weight sync (AReaL's `_save_model_to_hf`, every step): the weights it
+    syncs (every parameter; a LoRA run's adapter alone, train/patches.py fix 7) gathered in optimizer_dtype,
+    then cast to actor.dtype (a second copy when they differ) and serialized. Measured against rank 0's
+    peak RSS by bench/weight_sync_memory.py."""
+    actor = config.actor
+    synced = m.lora_params(config) if actor.use_lora else m.params
+    gathered = DTYPE_BYTES[actor.optimizer_dtype]
+    cast = DTYPE_BYTES[actor.dtype] if actor.dtype != actor.optimizer_dtype else 0
+    return synced * (gathered + cast)
+
+
 def host_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> Budget:
     agent, rollout, actor = config.agent, config.rollout, config.actor
     row_tokens = w.row_tokens or actor.mb_spec.max_tokens_per_mb
@@ -266,12 +279,13 @@ def host_budget(config: CUAGRPOConfig, m: ModelShape, w: Workload) -> Budget:
         n * patches * m.patch_values * 4,
         "actor.mb_spec.max_tokens_per_mb",
     )
-    synced = m.lora_params(config) if actor.use_lora else m.params
     b.add(
-        f"weight update: {'the adapter' if actor.use_lora else 'full weights'} in {actor.dtype} gathered to "
-        "write the HF copy",
-        synced * DTYPE_BYTES[actor.dtype],
-        "actor.dtype",
+        f"weight update: {'the adapter' if actor.use_lora else 'every parameter'} gathered to rank 0 in "
+        f"{actor.optimizer_dtype}"
+        + (f", its {actor.dtype} copy" if actor.dtype != actor.optimizer_dtype else "")
+        + ", written as the HF copy",
+        weight_sync_host_bytes(config, m),
+        "actor.lora_rank" if actor.use_lora else "actor.optimizer_dtype",
     )
     if actor.fsdp.memory_efficient_load:
         b.add(

@@ -136,6 +136,29 @@ def test_host_memory_names_its_largest_share(tmp_path):
     assert problems and problems[0].startswith("sandbox.max_concurrency: Host memory"), problems
 
 
+def weight_update(budgets) -> float:
+    host = budgets[2]
+    (item,) = [i for i in host.items if i.what.startswith("weight update")]
+    return item.nbytes
+
+
+def test_a_weight_sync_counts_what_rank_0_gathers(tmp_path):
+    """Every parameter in optimizer_dtype plus its actor.dtype copy (AReaL's `_save_model_to_hf`; the 7B:
+    31 + 15 GiB), and under LoRA the adapter alone (train/patches.py fix 7), not the frozen 32B base it
+    gathered before (124 + 62 GiB). bench/weight_sync_memory.py measures the figure against rank 0's peak."""
+    seven = shape("qwen2.5-vl-7b")
+    full = weight_update(run_check(tmp_path, "configs/cua_grpo.yaml", "qwen2.5-vl-7b")[0])
+    assert full == seven.params * (4 + 2)
+    fp32 = weight_update(
+        run_check(tmp_path, "configs/cua_grpo.yaml", "qwen2.5-vl-7b", "actor.dtype=float32")[0]
+    )
+    assert fp32 == seven.params * 4  # no second copy when the dtypes match
+    config = "configs/cua_grpo_qwen3vl_32b_lora.yaml"
+    lora = weight_update(run_check(tmp_path, config, "qwen3-vl-32b")[0])
+    adapter = shape("qwen3-vl-32b").lora_params(load(tmp_path, config=config))
+    assert lora == adapter * (4 + 2) and lora < 1 * GiB
+
+
 def test_notes_for_settings_without_effect(tmp_path):
     _, _, notes = run_check(
         tmp_path, "configs/cua_grpo.yaml", "qwen2.5-vl-7b", "agent.max_turns=15", "sandbox.max_concurrency=4"
