@@ -11,8 +11,10 @@ FROM ${BASE}
 
 ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+# gcc/g++ and the C library headers: Triton (GPU) and inductor (CPU) compile at the first torch.compile'd call
+# (AReaL compiles _gather_logprobs); without them the first training step dies.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates curl procps \
+ && apt-get install -y --no-install-recommends ca-certificates curl procps gcc g++ libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 
 RUN python -m venv /opt/venv
@@ -26,9 +28,12 @@ RUN grep -v '^triton==' /tmp/requirements/trainer.txt > /tmp/requirements/common
  && pip install --no-deps areal==1.0.4
 ARG FLASH_ATTN_WHEEL=https://github.com/mjun0812/flash-attention-prebuild-wheels/releases/download/v0.7.16/flash_attn-2.8.3+cu128torch2.10-cp311-cp311-linux_x86_64.whl
 RUN pip install --no-deps "${FLASH_ATTN_WHEEL}"
-# A broken environment fails the build, not the first training step (no GPU needed for these imports).
-RUN python -c "import torch, areal, areal.trainer, areal.engine.fsdp_engine, flash_attn, docker; \
-assert torch.version.cuda, 'torch is not a CUDA build: ' + torch.__version__"
+# A broken environment fails the build, not the first training step: the imports, and a torch.compile'd
+# function run (on the build host's CPU: inductor needs the same C compiler Triton needs on the GPUs).
+COPY deploy/compile_check.py /tmp/compile_check.py
+RUN python -c "import torch, flash_attn, docker; \
+assert torch.version.cuda, 'torch is not a CUDA build: ' + torch.__version__" \
+ && python /tmp/compile_check.py
 
 # Compose runs the trainer as the invoking user (outputs on the host belong to them), so any uid must find a
 # writable HOME for its caches (triton, torch, wandb).
@@ -39,6 +44,7 @@ COPY train_areal.py pyproject.toml ./
 COPY tasks/ tasks/
 COPY configs/ configs/
 COPY scripts/ scripts/
+COPY deploy/compile_check.py deploy/
 COPY sandbox/ sandbox/
 COPY cua_agent/ cua_agent/
 USER 1000:1000

@@ -302,8 +302,10 @@ preflight_budget() {
   # also creates the project's network (and podman-compose its pod) when the stack is not up: removed after,
   # unless they were there before (a running stack of this project keeps its own).
   local was_up; was_up=$(project_networks)
-  compose run --rm --no-deps -T --entrypoint python -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
-    train_areal.py --config "$config" --check ${gpu_gib:+--gpu-memory-gib "$gpu_gib"} --host-memory-gib "$host_gib" \
+  # deploy/compile_check.py first: the image must run a compiled function (C compiler), not only import.
+  compose run --rm --no-deps -T --entrypoint bash -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
+    -c 'python deploy/compile_check.py && exec python train_areal.py "$@"' check \
+    --config "$config" --check ${gpu_gib:+--gpu-memory-gib "$gpu_gib"} --host-memory-gib "$host_gib" \
     "${overrides[@]}" >&2 || rc=$?
   if [ -z "$was_up" ]; then
     [ "$CLI" = podman ] && podman pod rm -f "pod_$PROJECT" >/dev/null 2>&1
