@@ -61,9 +61,11 @@ _ATEXIT_REGISTERED = False
 
 def _install_hooks() -> None:
     """The exit hook from any thread (pools often start in a worker thread's event loop, e.g. AReaL's
-    rollout thread); signal handlers only from the main thread, the only place Python allows them. A host
-    program that starts its pool off the main thread keeps its own signal handling: on SIGINT/SIGTERM it
-    must exit normally (raise) so the exit hook runs."""
+    rollout thread); signal handlers only from the main thread, the only place Python allows them, and only
+    for a signal that still has Python's default handling. A host program with handlers of its own (the
+    trainer's stop: it finishes a step and removes its boxes itself), or that starts its pool off the main
+    thread, keeps its own signal handling: on SIGINT/SIGTERM it must exit normally (raise) so the exit hook
+    runs."""
     global _ATEXIT_REGISTERED
     with _HOOKS_LOCK:
         if not _ATEXIT_REGISTERED:
@@ -72,8 +74,10 @@ def _install_hooks() -> None:
         if _PREV_HANDLERS or threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGINT, signal.SIGTERM):
-            _PREV_HANDLERS[sig] = signal.getsignal(sig)
-            signal.signal(sig, _on_signal)
+            current = signal.getsignal(sig)
+            if current in (signal.SIG_DFL, signal.default_int_handler):
+                _PREV_HANDLERS[sig] = current
+                signal.signal(sig, _on_signal)
 
 
 class SandboxPool:

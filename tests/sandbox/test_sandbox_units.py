@@ -508,3 +508,34 @@ def test_a_group_ends_only_after_every_episode_has_handed_its_box_back():
         assert sorted(released) == [0.0, 0.2], "the group ended before every episode did"
 
     asyncio.run(go())
+
+
+def _host_with_its_own_stop(out: str) -> None:
+    """A program with its own SIGTERM handling (the trainer's stop) starts a pool on its main thread."""
+    import signal
+
+    def own(signum, frame) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, own)
+
+    async def go() -> bool:
+        async with SandboxPool(FakeBackend(), reap_orphans=False) as pool:  # the default: hooks installed
+            await pool.acquire()
+            return signal.getsignal(signal.SIGTERM) is own
+
+    Path(out).write_text(str(asyncio.run(go())))
+
+
+def test_a_pool_keeps_the_signal_handling_of_a_program_that_has_its_own(tmp_path):
+    """The trainer's held-out evaluation starts a pool on the main thread: its hooks replaced the trainer's
+    SIGTERM handler, and a stop then removed every box of every pool at once (the episodes of the step in
+    progress died) and emptied the registry the exit clean-up reads, so boxes started during the stop were
+    left behind (seen in the rehearsals)."""
+    import multiprocessing
+
+    out = tmp_path / "kept"
+    proc = multiprocessing.get_context("spawn").Process(target=_host_with_its_own_stop, args=(str(out),))
+    proc.start()
+    proc.join(timeout=60)
+    assert proc.exitcode == 0 and out.read_text() == "True"
