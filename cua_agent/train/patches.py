@@ -41,6 +41,14 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    fp32 base and its 62 GiB bf16 copy on one host, each step, for a 256 MiB file
    (tests/training/test_sync_gather.py). The parameters that train are gathered instead; the file written
    is the same.
+8. Every rank runs the vision tower in every forward. FSDP shards it block by block, each block gathering
+   its parameters when it runs (and reduce-scattering its gradients after backward); a rank whose
+   micro-batch had no image (a terminal group's rows after the redistribution of a mixed step) skipped
+   those collectives while another rank ran them: gloo aborted ("Received data size doesn't match
+   expected size"), NCCL would hang (tests/training/test_mixed_ranks.py, found by the mixed rehearsal). With
+   several ranks, a micro-batch without images runs the tower on a blank image of the smallest grid, and
+   adds 0 x its output to the token embeddings: the same collectives on every rank, zero gradients, the
+   same numbers.
 """
 
 from __future__ import annotations
@@ -120,11 +128,56 @@ def install_screenshot_pixels(image_processor: Any) -> None:
             pixels = batch_pixel_values(shots, _image_processor, _decode_workers())
             padded["pixel_values"] = pixels.to(self.device)
             mb_item = mb_item._replace(padded_mb=padded)
+        elif "pixel_values" not in mb_item.padded_mb and _several_ranks():
+            _vision_in_text_forwards(self.model).arm(self.device)  # fix 8
         return prepare_mb_inputs(self, mb_item)
 
     fsdp_engine._prepare_multimodal_forward_inputs = forward_inputs_with_screenshots
     fsdp_engine.FSDPEngine._prepare_mb_inputs = prepare_mb_inputs_with_pixels  # type: ignore[method-assign]
     _installed.add("screenshots")
+
+
+def _several_ranks() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_initialized() and dist.get_world_size() > 1
+
+
+class _VisionInTextForwards:
+    """Fix 8: armed before the forward of a micro-batch without images, it runs the vision tower on a blank
+    image from within that forward (a hook on the token embeddings, where the model's own parameters are
+    gathered) and adds 0 x the result."""
+
+    def __init__(self, model: Any):
+        self.hf = model.get_base_model() if hasattr(model, "get_base_model") else model  # PEFT's wrapper
+        self.inputs: dict[str, torch.Tensor] | None = None
+        self._blank: dict[str, torch.Tensor] | None = None
+        self.hf.get_input_embeddings().register_forward_hook(self._add_vision)
+
+    def arm(self, device: Any) -> None:
+        if self._blank is None:
+            from PIL import Image
+
+            small = Image.new("RGB", (56, 56))  # smart_resize raises it to the processor's smallest grid
+            got = _image_processor(images=[small], return_tensors="pt")
+            self._blank = {"pixel_values": got["pixel_values"], "image_grid_thw": got["image_grid_thw"]}
+        self.inputs = {k: v.to(device) for k, v in self._blank.items()}
+
+    def _add_vision(self, module: Any, args: Any, embeds: torch.Tensor) -> torch.Tensor:
+        inputs, self.inputs = self.inputs, None
+        if inputs is None:
+            return embeds
+        features = self.hf.get_image_features(**inputs)
+        nothing = sum(t.float().sum() for t in _tensors(features) if t.is_floating_point()) * 0.0
+        return embeds + nothing.to(embeds.dtype)
+
+
+def _vision_in_text_forwards(model: Any) -> _VisionInTextForwards:
+    hook = getattr(model, "_cua_vision_in_text_forwards", None)
+    if hook is None:
+        hook = _VisionInTextForwards(model)
+        model._cua_vision_in_text_forwards = hook
+    return hook
 
 
 def _peft_wrapper_with_positions(apply_peft_wrapper: Any) -> Any:
