@@ -6,8 +6,9 @@ zero, so it serves exactly what the base serves.
 
 Every sync is verified, because an adapter that never reaches the server looks like staleness, not an error:
 - the server lists the new name;
-- a fixed probe's logprobs under the new name differ from those under the previous one whenever the
-  adapter's tensors do (a load that silently served old weights would not).
+- a fixed probe's logprobs under the new name differ from those under the previous one whenever what the
+  adapter serves does: its tensors changed, unless every B matrix is zero in both versions (B A = 0: each
+  serves the base model). A load that silently served old weights would not.
 Adapters older than the staleness window are unloaded after the new one serves. Before training, each
 server must take the run's initial adapter (`check_serves_adapters`): a server started without LoRA, or with
 a smaller maximum rank, is refused then, not after the first step's rollouts.
@@ -42,10 +43,30 @@ def adapter_name(lora_name: str, version: int, digest: str) -> str:
 
 def adapter_digest(path: str | Path) -> str:
     """What the adapter's tensors are: a hash of its weights file."""
+    return hashlib.sha256(_weights_file(path).read_bytes()).hexdigest()
+
+
+def adapter_inert(path: str | Path) -> bool:
+    """Whether every B matrix of the adapter is zero: it then serves exactly the base model (B A = 0), as a
+    fresh adapter does, and as one still does after updates whose gradients were all zero (AdamW's weight
+    decay moves A all the same)."""
+    f = _weights_file(path)
+    if f.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(f), "pt") as sf:
+            return all(not sf.get_tensor(k).any() for k in sf.keys() if "lora_B" in k)  # noqa: SIM118
+    import torch
+
+    state = torch.load(f, map_location="cpu", weights_only=True)
+    return all(not t.any() for k, t in state.items() if "lora_B" in k)
+
+
+def _weights_file(path: str | Path) -> Path:
     for name in ADAPTER_WEIGHTS:
         f = Path(path) / name
         if f.is_file():
-            return hashlib.sha256(f.read_bytes()).hexdigest()
+            return f
     raise ValueError(f"{path} has {ADAPTER_CONFIG} but no adapter weights ({' or '.join(ADAPTER_WEIGHTS)})")
 
 

@@ -45,7 +45,14 @@ from areal.infra import RemoteInfEngine
 from areal.infra.utils.concurrent import get_executor
 from areal.utils import logging, name_resolve, names, stats_tracker
 
-from .adapter_sync import adapter_digest, adapter_name, check_serves_adapters, is_adapter, load_adapter
+from .adapter_sync import (
+    adapter_digest,
+    adapter_inert,
+    adapter_name,
+    check_serves_adapters,
+    is_adapter,
+    load_adapter,
+)
 from .errors import ServerUnavailableError, WeightUpdateError
 from .http import RetryPolicy
 from .model_call import ModelCall
@@ -72,6 +79,7 @@ class _Lora:
     name: str
     keep: int
     digest: str | None  # the newest version's tensors (the initial adapter's: the base model's)
+    inert: bool = True  # the newest version serves exactly the base model (every B is zero; version 0 does)
     served: dict[int, tuple[str, str]] = dataclasses.field(default_factory=dict)  # version -> (name, dir)
 
 
@@ -79,6 +87,8 @@ def served_weights_key(experiment_name: str, trial_name: str, version: int) -> s
     """The name_resolve entry in which the weights owner publishes what the servers serve as `version`."""
     return f"{names.trial_root(experiment_name, trial_name)}/cua_served_weights/{version}"
 
+
+FOLLOW_TIMEOUT_S = 60.0  # a follower's wait for the owner's record of a version (NFS may show it late)
 
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
 _DONE = ("stop", "length", "tool_calls")
@@ -147,7 +157,8 @@ class StockVLLMEngine(RemoteInfEngine):
         digest = adapter_digest(initial_adapter) if initial_adapter else None
         if initial_adapter and self.weights_owner:  # a server that cannot serve them fails now, not later
             self._on_all_servers(lambda s: check_serves_adapters(s, initial_adapter, f"{lora_name}-check"))
-        self._lora = _Lora(lora_name, keep_versions, digest)
+        inert = adapter_inert(initial_adapter) if initial_adapter else True
+        self._lora = _Lora(lora_name, keep_versions, digest, inert)
 
     def model_for(self, version: int) -> str | None:
         """The served name of a weight version: its adapter with LoRA (the newest one loaded at or before
@@ -168,7 +179,15 @@ class StockVLLMEngine(RemoteInfEngine):
         if current is not None and current[1] == version:
             return
         key = served_weights_key(self.config.experiment_name, self.config.trial_name, version)
-        record = json.loads(name_resolve.wait(key, timeout=self.config.request_timeout))
+        try:  # the owner publishes before the update's barrier: the record is there, or the owner failed
+            record = json.loads(name_resolve.wait(key, timeout=FOLLOW_TIMEOUT_S))
+        except TimeoutError as exc:
+            raise WeightUpdateError(
+                "-",
+                "(weight update)",
+                f"rank 0 published no record of weight version {version} within {FOLLOW_TIMEOUT_S:.0f}s: "
+                "its sync failed (see its training.log) or name_resolve is not shared by the ranks",
+            ) from exc
         with self._weights_lock:
             self._current_weights = (record["path"], version)
             if self._lora is not None:
@@ -496,7 +515,9 @@ class StockVLLMEngine(RemoteInfEngine):
         assert lora is not None
         name = adapter_name(lora.name, version, digest)
         previous = self.model_for(version - 1)
-        changed = digest != lora.digest
+        inert = adapter_inert(path)
+        # what it serves changes with its tensors, unless both versions serve the base model (B A = 0)
+        changed = digest != lora.digest and not (inert and lora.inert)
         # versions older than the newest `keep` (this one included) are unloaded once it serves
         unload = [n for v, (n, _) in lora.served.items() if v <= version - lora.keep]
 
@@ -515,7 +536,7 @@ class StockVLLMEngine(RemoteInfEngine):
         lora = self._lora
         assert lora is not None and digest is not None
         name = adapter_name(lora.name, version, digest)
-        lora.digest = digest
+        lora.digest, lora.inert = digest, adapter_inert(path)
         lora.served[version] = (name, path)
         log.info(f"LoRA adapter {name} serves weight version {version} ({path}, sha256 {digest})")
         for v in [v for v in lora.served if v <= version - lora.keep]:
