@@ -11,8 +11,8 @@ address from RAY_ADDRESS or the local node), reserves `cluster.n_nodes` bundles 
   returns raises `JobException`, the other ranks are force-cancelled (mid-teardown, sandboxes still up),
   and the launcher exits 1 after a successful run. Here a completed rank is just done; a failed rank still
   stops the others and triggers AReaL's recovery (`recover.mode`, `recover.retries`), but only after the
-  other ranks had `checkpoint.stop_timeout_s` + `LAUNCHER_MARGIN_S` to end on their own (ranks that stop
-  or abort together finish their collective checkpoint; AReaL killed them as soon as the first one exited).
+  other ranks had `LAUNCHER_MARGIN_S` to end on their own (ranks that stop or abort together leave their
+  collective checkpoint within moments of each other; AReaL killed the others as soon as the first exited).
 - SIGTERM or SIGINT (Ctrl-C) stops the run gracefully: each trainer gets a non-forcing cancel (Ray raises
   it as a SIGINT in the trainer, which then stops as a trainer under torchrun does: the step's update, its
   checkpoint, its sandboxes removed), and the launcher waits the same grace before it kills what is left,
@@ -83,23 +83,25 @@ class CompletingRayLauncher(areal_ray.RayLauncher):
         try:
             super().wait(check_status=(JobState.FAILED,), remove_status=(JobState.COMPLETED,))
         except JobException:
-            self.end_in_time(cancel=False, why="a trainer failed")
+            # ranks that stop or abort together end within moments of each other: the others get the
+            # margin to finish their exit, not the whole stop grace (a rank that crashed leaves them stuck)
+            self.end_in_time(LAUNCHER_MARGIN_S, cancel=False, why="a trainer failed")
             raise
         except KeyboardInterrupt:
             signum = self.stop_signal or signal.SIGINT
-            self.end_in_time(cancel=True, why=f"{signal.Signals(signum).name}")
+            self.end_in_time(self.grace_s, cancel=True, why=f"{signal.Signals(signum).name}")
             raise SystemExit(128 + signum) from None
 
-    def end_in_time(self, cancel: bool, why: str) -> None:
-        """Let the running trainers end within the grace (asked to stop if `cancel`), then kill the rest."""
+    def end_in_time(self, grace_s: float, cancel: bool, why: str) -> None:
+        """Let the running trainers end within `grace_s` (asked to stop if `cancel`), then kill the rest."""
         running = [f for name, f in self.jobs.items() if name.startswith("trainer")]
-        log.warning(f"{why}: {len(running)} trainer(s) have {self.grace_s:.0f}s to end")
+        log.warning(f"{why}: {len(running)} trainer(s) have {grace_s:.0f}s to end")
         if cancel:
             for future in running:
                 ray.cancel(future, force=False)  # a SIGINT in the trainer: its graceful stop
-        _, late = ray.wait(running, num_returns=len(running), timeout=self.grace_s)
+        _, late = ray.wait(running, num_returns=len(running), timeout=grace_s)
         for future in late:
-            log.error(f"a trainer did not end within {self.grace_s:.0f}s: killing it")
+            log.error(f"a trainer did not end within {grace_s:.0f}s: killing it")
             ray.cancel(future, force=True)
 
 

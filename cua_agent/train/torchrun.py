@@ -14,6 +14,7 @@ that runs it needs a stop grace period above that again (docker-compose.areal.ym
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from cua_agent.train.cli import read_config
@@ -37,23 +38,38 @@ def split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def allow_grace(grace_s: float) -> None:
-    """Every torchrun shutdown waits at least `grace_s` before it kills the workers."""
+    """A shutdown after a stop signal waits at least `grace_s` before it kills the workers. One after a
+    worker failed keeps torchrun's own 30 s: the others cannot finish a step without it, only clean up."""
     from torch.distributed.elastic.multiprocessing import api
+
+    signalled = threading.Event()
+    terminate = api._terminate_process_handler  # PContext.start installs it for SIGTERM, SIGINT, ...
+
+    def remember(signum: int, frame: Any) -> None:
+        signalled.set()
+        terminate(signum, frame)
 
     close = api.PContext.close
 
     def close_after_grace(self: Any, death_sig: Any = None, timeout: int = 30) -> None:
-        close(self, death_sig, max(int(timeout), int(grace_s)))
+        close(self, death_sig, max(int(timeout), int(grace_s)) if signalled.is_set() else timeout)
 
+    api._terminate_process_handler = remember
     api.PContext.close = close_after_grace  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> None:
     options, script = split(argv)
     allow_grace(shutdown_grace_s(script[1:]))
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.run import main as torchrun
 
-    torchrun([*options, *script])
+    try:
+        torchrun([*options, *script])
+    except (
+        SignalException
+    ) as stop:  # the workers have stopped (or the grace ran out): as train_areal.py exits
+        raise SystemExit(128 + int(stop.sigval)) from None
 
 
 if __name__ == "__main__":

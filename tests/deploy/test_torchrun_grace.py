@@ -55,6 +55,7 @@ def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path
             os.killpg(proc.pid, signal.SIGKILL)
     log = (tmp_path / "torchrun.log").read_text(errors="replace")
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"], log
+    assert proc.returncode == 128 + signal.SIGTERM, log
     assert took >= STOP_S, took
     assert left_in_session(proc.pid) == []
     print(f"\nboth workers stopped after {took:.0f}s (torchrun alone kills at 30s)")
