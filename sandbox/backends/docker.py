@@ -12,7 +12,6 @@ exec per step (each podman exec leaves conmon processes behind for minutes, docs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
@@ -164,17 +163,27 @@ class DockerBackend(Backend):
             return "(the box is gone)"
 
     def remove_sync(self, box_id: str) -> None:
+        """Remove the box; one already gone (another process's reaper got there first) is removed."""
         import docker.errors
 
-        with contextlib.suppress(docker.errors.NotFound):
-            self.docker.containers.get(box_id).remove(force=True)
+        try:
+            self.docker.api.remove_container(box_id, force=True)
+        except docker.errors.APIError as exc:
+            if not _gone(exc):
+                raise
         shutil.rmtree(self.run_dir / box_id, ignore_errors=True)
 
     # -- inventory ------------------------------------------------------------------------------
     def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """The engine's list alone: docker-py's `containers.list` inspects every container after listing
+        them, and one that another process removed in between failed the whole list (podman answers 500,
+        not 404), e.g. when every trainer rank's pool reaps the same orphans at start."""
         filters = [f"{LABEL}=1"] + ([f"cua.run_id={run_id}"] if run_id else [])
-        boxes = self.docker.containers.list(all=True, filters={"label": filters})
-        return [{"id": c.name, "labels": c.labels, "status": c.status} for c in boxes]
+        found = self.docker.api.containers(all=True, filters={"label": filters})
+        return [
+            {"id": c["Names"][0].lstrip("/"), "labels": c.get("Labels") or {}, "status": c.get("State")}
+            for c in found
+        ]
 
     def reap(self, all_boxes: bool = False) -> list[str]:
         removed = super().reap(all_boxes)
@@ -188,3 +197,12 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         self.docker.close()
+
+
+def _gone(exc: Exception) -> bool:
+    """Whether a Docker API error says the container no longer exists (docker: 404; podman: 404, or 500
+    while another client's removal is under way)."""
+    import docker.errors
+
+    text = str(getattr(exc, "explanation", "") or exc).lower()
+    return isinstance(exc, docker.errors.NotFound) or "no such container" in text or "does not exist" in text

@@ -300,3 +300,27 @@ async def test_a_miniwob_episode_ends_at_its_first_result(docker_pool):
         await solve(sb)
         after = await sb.evaluate(wait_s=1.0)
         assert after["reward"] == 0.0 and after["info"]["raw_reward"] == -1.0, after
+
+
+async def test_two_pools_reaping_the_same_orphans_at_once_both_start():
+    """Every trainer rank's pool reaps the orphans of a killed run when it starts, all at once: a rank that
+    listed a box another rank was removing got podman's 500 'does not exist' (not docker's 404) and its
+    pool failed to start (seen in the 2-rank resume test). Five rounds of four orphans, two reapers."""
+    from sandbox.backends import make_backend
+
+    for round_ in range(5):
+        run_id = f"pytest-race-{os.getpid()}-{round_}"
+        owners = [await asyncio.to_thread(spawn_owner, "docker", f"{run_id}-{i}") for i in range(4)]
+        for proc, _ in owners:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        pools = [
+            SandboxPool(make_backend("docker", run_id=f"{run_id}-r{i}"), install_handlers=False)
+            for i in range(2)
+        ]
+        started = await asyncio.gather(*(p.start() for p in pools), return_exceptions=True)
+        for p in pools:
+            await p.close()
+        assert not [s for s in started if isinstance(s, BaseException)], started
+        probe = make_backend("docker", run_id="pytest-probe")
+        assert not [b for b in probe.list_boxes() if b["labels"].get("cua.run_id", "").startswith(run_id)]
