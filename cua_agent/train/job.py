@@ -36,7 +36,7 @@ from cua_agent.train.checkpointing import (
     recover_root,
     resolve_resume,
 )
-from cua_agent.train.stopping import RunAborted, StopDeadline, StopTraining
+from cua_agent.train.stopping import RunAborted, StopDeadline, StopTraining, stop_with_launcher
 from cua_agent.train.trainer import CUATrainer
 
 logger = logging.getLogger("CUAJob")
@@ -60,6 +60,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     _clear_name_resolve(config, rank)
     signals = _StopSignals()
     signals.install()
+    stop_with_launcher()  # a rank whose torchrun was killed stops as if told to
 
     server: VLLMProcess | None = None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -91,3 +92,18 @@ class StopDeadline:
             self.cleanup()
         finally:
             os._exit(self.exit_code)
+
+
+def stop_with_launcher() -> None:
+    """Under torchrun (TORCHELASTIC_RUN_ID set), have the kernel send this rank SIGTERM when its launcher
+    dies. torchrun starts each rank in a session of its own and kills it only while it lives itself: a
+    torchrun that was killed (kill -9, the OOM killer) left its ranks training on, with their sandboxes. The
+    SIGTERM gives them their usual graceful stop. Linux only (prctl); a no-op elsewhere."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the launcher died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -1,5 +1,6 @@
-"""A stand-in for train_areal.py under the torchrun entry point: it takes the training command line, and
-its stop takes STOP_S seconds (a big model's last step and checkpoint), then it writes stopped-<rank>."""
+"""A stand-in for train_areal.py under the torchrun entry point: it takes the training command line, asks
+for SIGTERM when its launcher dies (as train/job.py does), and its stop takes STOP_S seconds (a big model's
+last step and checkpoint), then it writes stopped-<rank>."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from cua_agent.train.stopping import stop_with_launcher
 
 STOP_S = 35.0  # longer than torchrun's fixed 30 s
 
@@ -22,6 +25,7 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    stop_with_launcher()  # as train/job.py does
     (out / f"ready-{rank}").write_text(" ".join(sys.argv[1:]))
     while True:
         time.sleep(1)

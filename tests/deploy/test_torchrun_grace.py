@@ -5,20 +5,17 @@ SIGTERM a `docker stop` gives the container: both finish."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.local_server import REPO
 from cua_agent.train.stopping import LAUNCHER_MARGIN_S as MARGIN_S
 from cua_agent.train.torchrun import shutdown_grace_s
 from tests.deploy.slow_stop_worker import STOP_S
-from tests.training.harness import left_in_session
+from tests.training.harness import Training, left_behind
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +31,7 @@ def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path
     worker = Path(__file__).with_name("slow_stop_worker.py")
     cmd = [sys.executable, "-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", "2",
            str(worker), *TRAIN_ARGS]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CUA_TEST_OUT": str(tmp_path)}
-    with open(tmp_path / "torchrun.log", "wb") as log:
-        proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    proc = Training(cmd, tmp_path / "torchrun.log", env={"CUA_TEST_OUT": str(tmp_path)})
     try:
         deadline = time.monotonic() + 120
         while len(list(tmp_path.glob("ready-*"))) < 2:
@@ -52,10 +45,34 @@ def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path
         took = time.monotonic() - stopped_at
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill_all()
     log = (tmp_path / "torchrun.log").read_text(errors="replace")
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"], log
     assert proc.returncode == 128 + signal.SIGTERM, log
     assert took >= STOP_S, took
-    assert left_in_session(proc.pid) == []
+    assert left_behind(proc) == []
     print(f"\nboth workers stopped after {took:.0f}s (torchrun alone kills at 30s)")
+
+
+def test_ranks_whose_launcher_was_killed_stop_as_if_told_to(tmp_path: Path):
+    """torchrun starts each rank in a session of its own: killed itself (kill -9, the OOM killer), it left
+    its ranks training on, orphaned, with their sandboxes. Each rank now gets SIGTERM when its launcher
+    dies, and stops as usual."""
+    worker = Path(__file__).with_name("slow_stop_worker.py")
+    cmd = [sys.executable, "-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", "2",
+           str(worker), *TRAIN_ARGS]  # fmt: skip
+    proc = Training(cmd, tmp_path / "torchrun.log", env={"CUA_TEST_OUT": str(tmp_path)})
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
+        time.sleep(0.2)
+    proc.kill()  # the launcher alone, as the OOM killer would
+    proc.wait()
+    deadline = time.monotonic() + STOP_S + 30
+    while len(list(tmp_path.glob("stopped-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"]
+    deadline = time.monotonic() + 30  # their exit after the marker: interpreter shutdown
+    while left_behind(proc) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left_behind(proc) == []
