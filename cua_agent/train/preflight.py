@@ -5,7 +5,8 @@ them line by line, and refuses a config that does not fit, naming the field that
     python train_areal.py --config configs/cua_grpo.yaml --check [--gpu-memory-gib 80] [--host-memory-gib N]
 
 These are estimates, not measurements, on purpose conservative where the workload decides (every token
-of a micro-batch may be an image token; screenshots are assumed PNG_BYTES each). What they count:
+of a micro-batch may be an image token; screenshots are assumed PNG_BYTES each); the weight sync's share of
+the host is checked against rank 0's measured peak (bench/weight_sync_memory.py). What they count:
 - GPU, per rank: FSDP-sharded model states (params, grads, Adam m and v in actor.optimizer_dtype), the
   layers being gathered, and one micro-batch of actor.mb_spec.max_tokens_per_mb tokens through the update
   (backward included): decoder-layer inputs kept by gradient checkpointing plus one layer recomputed,

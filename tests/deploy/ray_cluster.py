@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,3 +115,30 @@ class LocalRayCluster:
                 left.append(f"{p.pid}: {' '.join(p.cmdline())[:160]}")
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         return left
+
+
+class TrainerWatch:
+    """Samples the trainer processes (Ray workers titled ray::run_func): pid -> session (= node)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for p in psutil.process_iter(["pid", "cmdline"]):
+                try:
+                    if (p.info["cmdline"] or [""])[0].startswith("ray::run_func"):
+                        self.seen[p.pid] = os.getsid(p.pid)
+                except (ProcessLookupError, PermissionError, psutil.Error):
+                    pass
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> TrainerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -1,7 +1,7 @@
 """cua_agent.train.launch_ray without a cluster: what it refuses before starting anything (naming the field),
 how it counts room for the trainer bundles in `ray.nodes()`, and its wait: a finished rank is done, a
-failed rank still stops the job (AReaL's recovery path). The launcher on a real two-node cluster:
-test_ray_launcher.py."""
+failed rank still stops the job (AReaL's recovery path), a stop signal is passed on to every trainer. The
+launcher on a real two-node cluster: the rehearsal of configs/cua_grpo_multinode.yaml (tests/rehearsal)."""
 
 from __future__ import annotations
 

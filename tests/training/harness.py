@@ -1,9 +1,11 @@
 """Run `train_areal.py` as a user would, in a subprocess and its own session (FSDP and torch.distributed
-state are process-global), and inspect what it leaves behind."""
+state are process-global), and inspect what it leaves behind. Runs have two trainer ranks unless a test
+asks for one: `python -m cua_agent.train.torchrun` (the compose stack's entry point) starts them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -11,8 +13,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -23,6 +27,7 @@ from cua_agent.inference.weight_sync import update_servers_from_disk
 from sandbox.backends import make_backend
 
 RUN_TIMEOUT_S = 600
+RANKS = 2  # trainer ranks of a run: the shape users run (configs/cua_grpo*.yaml: 4 or 8)
 # What the tests train: the untied tiny model, as the shared test servers serve it (configs/local_cpu.yaml
 # starts from the warm start, which they do not serve). It is random and fails every group alike, so the
 # equal-reward filter is off; every task and 6 turns, as the tests were written for. A test's own
@@ -47,63 +52,163 @@ SMALL_STEP_ARGS = [
 ]
 
 
+def rank_args(ranks: int) -> list[str]:
+    """FSDP over `ranks` processes, one group a step on each (a test's own batch size wins)."""
+    if ranks == 1:
+        return []
+    return [
+        f"actor.backend=fsdp:d{ranks}",
+        f"allocation_mode=fsdp:d{ranks}",
+        f"train_dataset.batch_size={ranks}",
+    ]
+
+
+def training_command(args: list[str], config: str, ranks: int, tiny: bool = True) -> list[str]:
+    """The command line of a run: train_areal.py alone at one rank, under the torchrun entry point else."""
+    train = [
+        "train_areal.py",
+        "--config",
+        config,
+        *(TINY_MODEL_ARGS if tiny else []),
+        *rank_args(ranks),
+        *args,
+    ]
+    if ranks == 1:
+        return [sys.executable, *train]
+    launcher = ["-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", str(ranks)]
+    return [sys.executable, *launcher, *train]
+
+
+RAY_TRAINER = "ray::run_func"  # the title of a trainer process that AReaL's Ray launcher started
+
+
+class Training(subprocess.Popen):
+    """A started run in its own session. `pids` gathers its processes as they appear (the launcher, the
+    trainer ranks): the ranks own the sandboxes (label cua.owner_pid) and write steps.jsonl (pid of rank 0).
+    Under Ray (`ray=True`) the ranks are the Ray cluster's trainer workers, not the launcher's children."""
+
+    def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None, ray: bool = False):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", **(env or {})}
+        env.pop("WANDB_API_KEY", None)
+        with open(log, "wb") as out:
+            super().__init__(
+                cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.pids: set[int] = {self.pid}
+        self.ray = ray
+        self._watch = threading.Thread(target=self._track, daemon=True)
+        self._watch.start()
+
+    def _track(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        while self.returncode is None:
+            try:  # a short-lived child can end while its tree is walked: try again at the next tick
+                self.pids.update(p.pid for p in root.children(recursive=True))
+                if self.ray:
+                    self.pids.update(p.pid for p in _ray_trainers())
+            except psutil.Error:
+                if not root.is_running():
+                    return
+            time.sleep(0.1)
+
+    def kill_all(self, sig: int = signal.SIGKILL) -> None:
+        """Every process of the run at once, as a node failure ends them (torchrun starts each rank in a
+        session of its own: killing the launcher's group alone leaves them running)."""
+        for pid in {self.pid, *self.pids}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig) if pid == self.pid else os.kill(pid, sig)
+
+
+def _ray_trainers() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if (p.info["cmdline"] or [""])[0].startswith(RAY_TRAINER):
+                found.append(p)
+        except (IndexError, psutil.Error):
+            pass
+    return found
+
+
 @dataclass
 class Run:
     rc: int
     pid: int
     elapsed_s: float
     log: Path
+    pids: frozenset[int] = field(default_factory=frozenset)
 
     def tail(self, n: int = 60) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
-def start_training(args: list[str], log: Path, config: str = "configs/local_cpu.yaml") -> subprocess.Popen:
-    cmd = [sys.executable, "train_areal.py", "--config", config, *TINY_MODEL_ARGS, *args]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    env.pop("WANDB_API_KEY", None)
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+def start_training(
+    args: list[str], log: Path, config: str = "configs/local_cpu.yaml", ranks: int = RANKS
+) -> Training:
+    return Training(training_command(args, config, ranks), log)
 
 
-def wait_training(proc: subprocess.Popen, log: Path, start: float, timeout_s: float = RUN_TIMEOUT_S) -> Run:
+def wait_training(proc: Training, log: Path, start: float, timeout_s: float = RUN_TIMEOUT_S) -> Run:
     try:
         rc = proc.wait(timeout_s)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
             proc.wait()
-    return Run(proc.returncode if rc is None else rc, proc.pid, time.monotonic() - start, log)
+    return Run(
+        proc.returncode if rc is None else rc, proc.pid, time.monotonic() - start, log, frozenset(proc.pids)
+    )
 
 
 def run_training(
-    args: list[str], log: Path, config: str = "configs/local_cpu.yaml", timeout_s: float = RUN_TIMEOUT_S
+    args: list[str],
+    log: Path,
+    config: str = "configs/local_cpu.yaml",
+    timeout_s: float = RUN_TIMEOUT_S,
+    ranks: int = RANKS,
 ) -> Run:
     start = time.monotonic()
-    return wait_training(start_training(args, log, config), log, start, timeout_s)
+    return wait_training(start_training(args, log, config, ranks), log, start, timeout_s)
 
 
-def steps_of(exp: Path, pid: int | None = None) -> dict[int, dict]:
-    """steps.jsonl records by global step (of one process, if given); the last record of a step wins."""
+def _pids(of: int | Iterable[int] | None) -> set[int] | None:
+    return None if of is None else {of} if isinstance(of, int) else set(of)
+
+
+def steps_of(exp: Path, pids: int | Iterable[int] | None = None) -> dict[int, dict]:
+    """steps.jsonl records by global step (of one run's processes, if given); the last record of a step
+    wins."""
+    mine = _pids(pids)
     records = {}
     for path in exp.glob("logs/*/*/*/steps.jsonl"):
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            if pid is None or r["pid"] == pid:
+            if mine is None or r["pid"] in mine:
                 records[r["global_step"]] = r
     return records
 
 
-def boxes_of(pid: int) -> list[dict]:
-    return [b for b in make_backend("docker").list_boxes() if b["labels"].get("cua.owner_pid") == str(pid)]
+def boxes_of(pids: int | Iterable[int]) -> list[dict]:
+    """The sandboxes of a run's processes (Run.pids, Training.pids) or of one process."""
+    mine = {str(p) for p in _pids(pids) or ()}
+    return [b for b in make_backend("docker").list_boxes() if b["labels"].get("cua.owner_pid") in mine]
+
+
+def left_behind(run: Run | Training) -> list[str]:
+    """Processes of a finished run still alive: in the launcher's session, or in the session of any of its
+    processes (torchrun starts each rank in a session of its own)."""
+    return [p for sid in sorted({run.pid, *run.pids}) for p in left_in_session(sid)]
 
 
 def left_in_session(sid: int) -> list[str]:
     left = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
         try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:  # ended; PID 1 here may reap orphans late
+                continue
             if os.getsid(p.pid) == sid:
                 left.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:200]}")
         except (ProcessLookupError, PermissionError, psutil.Error):
@@ -146,8 +251,8 @@ def same_steps(a: dict, b: dict) -> list[str]:
     """How two runs of the same seed differ in what they trained and with which LR.
 
     The LR of a step depends only on the restored schedule. The rows: with one group in flight per rank,
-    step k trains each rank's next row drawn, except that a group lost to infrastructure (a random event of
-    one run) is dropped and the step takes the next row. So: each rank's draws increase, the same draw
+    step k trains each rank's next row drawn, except that a group lost to infrastructure, or whose workflow
+    raised (random events of one run), is dropped and the step takes the next row. So: each rank's draws increase, the same draw
     number of a rank is the same row in both runs, and where neither run dropped a row before a step, the
     step's rows are equal."""
     out = []
@@ -166,7 +271,8 @@ def same_steps(a: dict, b: dict) -> list[str]:
     for s in sorted(set(a) & set(b)):
         if a[s]["lr"] != b[s]["lr"]:
             out.append(f"step {s}: lr {a[s]['lr']} vs {b[s]['lr']}")
-        clean = clean and not any(x[s]["faults"].get("groups_rejected", 0) for x in (a, b))
+        dropped = ("groups_rejected", "groups_failed")  # their rows are done, and the step takes the next
+        clean = clean and not any(x[s]["faults"].get(k, 0) for x in (a, b) for k in dropped)
         if clean and a[s]["rows"] != b[s]["rows"]:
             out.append(f"step {s}: rows {a[s]['rows']} vs {b[s]['rows']}")
     return out
@@ -186,9 +292,9 @@ def kill_mid_step(args: list[str], exp: Path, log: Path, finished: int) -> Run:
     is logged, while the next step's sandboxes run (they are left behind, to be reaped)."""
     start = time.monotonic()
     proc = start_training(args, log)
-    wait_for(lambda: finished - 1 in steps_of(exp, proc.pid), 300, f"step {finished}", proc)
-    wait_for(lambda: len(boxes_of(proc.pid)) > 0, 120, f"step {finished + 1}'s sandboxes", proc)
-    proc.send_signal(signal.SIGKILL)
+    wait_for(lambda: finished - 1 in steps_of(exp, proc.pids), 300, f"step {finished}", proc)
+    wait_for(lambda: len(boxes_of(proc.pids)) > 0, 120, f"step {finished + 1}'s sandboxes", proc)
+    proc.kill_all()
     return wait_training(proc, log, start)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from cua_agent.inference.local_server import MODELS
 from tests.sandbox.gbox_fake import start_fake_gbox
-from tests.training.harness import SMALL_STEP_ARGS, left_in_session, restore_weights, run_training
+from tests.training.harness import SMALL_STEP_ARGS, left_behind, restore_weights, run_training
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def test_a_grpo_step_on_gbox_desktops(vllm_servers, tmp_path: Path, monkeypatch)
             tmp_path / "run.log",
         )
         assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
-        assert left_in_session(run.pid) == [], "the run left processes behind"
+        assert left_behind(run) == [], "the run left processes behind"
         episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
         assert len(episodes) >= 2 and all(e["status"] != "infra_error" for e in episodes), episodes
         assert all(e["task_reward"] is not None and e["turns"] for e in episodes)

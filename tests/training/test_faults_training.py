@@ -7,6 +7,7 @@ before it generates; no episode lost to infrastructure is trained on (in particu
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from sandbox.backends.docker import default_docker_host
 from tests.training.fault_proxy import FaultProxy
 from tests.training.harness import (
     boxes_of,
-    left_in_session,
+    left_behind,
     served_version,
     start_training,
     steps_of,
@@ -31,6 +32,11 @@ pytestmark = pytest.mark.slow
 # The restart comes after step 3 is logged; step 4's rollouts may already be done by then (they run ahead
 # by max_head_offpolicyness), so a 5th step makes sure the run generates on the restarted server.
 STEPS = 5
+
+
+def every_episode(exp: Path) -> list[dict]:
+    """Both trainer ranks' rollouts files."""
+    return [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
 
 
 def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server(tmp_path: Path):
@@ -59,26 +65,26 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
                 tmp_path / "run.log",
             )
             # Step 1: kill a sandbox container in the middle of its episode.
-            wait_for(lambda: len(boxes_of(proc.pid)) > 0, 300, "the first sandboxes", proc)
+            wait_for(lambda: len(boxes_of(proc.pids)) > 0, 300, "the first sandboxes", proc)
             time.sleep(1.0)
-            victim = boxes_of(proc.pid)[0]
+            victim = boxes_of(proc.pids)[0]
             docker.DockerClient(base_url=default_docker_host()).containers.get(victim["id"]).kill()
             # Step 2: 500s (more than one request's retries); step 3: two hung requests.
-            wait_for(lambda: 0 in steps_of(exp, proc.pid), 300, "step 1", proc)
+            wait_for(lambda: 0 in steps_of(exp, proc.pids), 300, "step 1", proc)
             proxy.fail_next = 4
-            wait_for(lambda: 1 in steps_of(exp, proc.pid), 300, "step 2", proc)
+            wait_for(lambda: 1 in steps_of(exp, proc.pids), 300, "step 2", proc)
             proxy.hang_next = 2
             # After step 3: restart the server; it comes back with the base weights.
-            wait_for(lambda: 2 in steps_of(exp, proc.pid), 300, "step 3", proc)
+            wait_for(lambda: 2 in steps_of(exp, proc.pids), 300, "step 3", proc)
             server.stop()
             server = start_vllm(MODELS["untied"], tmp_path, port=server.port)
             run = wait_training(proc, tmp_path / "run.log", start, timeout_s=900)
             assert run.rc == 0, f"exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
 
-        steps = steps_of(exp, run.pid)
+        steps = steps_of(exp, run.pids)
         assert sorted(steps) == list(range(STEPS))
         faults = {k: sum(s["faults"].get(k, 0) for s in steps.values()) for k in steps[STEPS - 1]["faults"]}
-        episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+        episodes = every_episode(exp)
         lost = [e for e in episodes if e["status"] == "infra_error"]
         assert proxy.counts["failed"] == 4 and proxy.counts["hung"] == 2
         assert proxy.counts["unreachable"] > 0, "the restart must have been seen by the run"
@@ -91,7 +97,7 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
         trained = [e for e in episodes if e["advantage"] is not None]
         assert trained and all(e["task_reward"] is not None for e in trained)
         assert served_version(server.address) == STEPS
-        assert boxes_of(run.pid) == [] and left_in_session(run.pid) == []
+        assert boxes_of(run.pids) == [] and left_behind(run) == []
         log = (exp / "logs" / "training.log").read_text(errors="replace")
         assert "pushing" in log and "answers again" in log
         print(
@@ -131,9 +137,12 @@ def test_a_run_whose_every_episode_fails_aborts_with_the_errors(vllm_servers, tm
         )
     log = (exp / "logs" / "training.log").read_text(errors="replace")
     assert run.rc == 1, run.tail()
-    assert "Training aborted: 3 groups in a row rejected (agent.max_rejected_in_a_row)" in log
+    # every rank aborts, with the reason of each rank that gave up
+    assert re.search(
+        r"Training aborted: rank \d: 3 groups in a row rejected \(agent.max_rejected_in_a_row\)", log
+    )
     assert "HTTP 500" in log or "500" in run.tail(200)
-    assert steps_of(exp, run.pid) == {}
-    episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]
+    assert steps_of(exp, run.pids) == {}
+    episodes = every_episode(exp)
     assert episodes and all(e["status"] == "infra_error" and e["advantage"] is None for e in episodes)
-    assert boxes_of(run.pid) == [] and left_in_session(run.pid) == []
+    assert boxes_of(run.pids) == [] and left_behind(run) == []

@@ -1,6 +1,7 @@
 """After every weight sync the server samples with exactly the weights the trainer holds: `train_areal.py` on
-configs/local_cpu.yaml (the warm start, so groups carry a signal and the weights move), with rollouts kept on
-policy (`rollout.max_head_offpolicyness=0`: each step's rows are sampled by the version being trained).
+configs/local_cpu.yaml (the warm start, so groups carry a signal and the weights move) at 2 trainer ranks,
+with rollouts kept on policy (`rollout.max_head_offpolicyness=0`: each step's rows are sampled by the version
+being trained).
 
 The trainer recomputes every answer token's logprob (pi_proximal) and AReaL divides it by the server's
 (pi_behaviour): that ratio, in steps.jsonl's `importance`, is 1 for every token of every step, also after
@@ -16,28 +17,42 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from cua_agent.inference.local_server import WARM_MODEL
-from tests.training.harness import boxes_of, left_in_session, run_training, steps_of
+from cua_agent.inference.local_server import WARM_MODEL, start_vllm
+from tests.conftest import SERVER_START_TIMEOUT_S
+from tests.training.harness import boxes_of, left_behind, run_training, steps_of
 
 pytestmark = pytest.mark.slow
 STEPS = 3
 TOLERANCE = 1e-4  # of the ratio; fp32 recompute against the server is within ~5e-7 in logprob
 
 
-def test_every_synced_version_is_served_as_the_trainer_holds_it(tmp_path: Path):
+@pytest.fixture
+def warm_server(tmp_path: Path):
+    """The warm start's server, for this test only (several ranks do not start one themselves)."""
+    proc = start_vllm(WARM_MODEL, tmp_path)
+    try:
+        proc.wait_healthy(SERVER_START_TIMEOUT_S)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_every_synced_version_is_served_as_the_trainer_holds_it(warm_server, tmp_path: Path):
     exp = tmp_path / "exp"
     run = run_training(
         [
             f"actor.path={WARM_MODEL}",
+            "inference.launch_local=false",
+            f'inference.addresses=["{warm_server.address}"]',
             f"cluster.fileroot={exp}",
             f"total_train_steps={STEPS}",
             "total_train_epochs=100",
             "tasks.task_ids=[miniwob/click-test]",
             "agent.filter_equal_reward_groups=true",
             "agent.max_turns=1",
-            "agent.group_size=8",
-            "agent.min_group_size=4",
-            "train_dataset.batch_size=1",
+            "agent.group_size=4",  # x 2 ranks: 8 episodes a step
+            "agent.min_group_size=2",
+            "train_dataset.batch_size=2",
             "rollout.max_concurrent_rollouts=1",
             "rollout.max_head_offpolicyness=0",
             "actor.optimizer.lr=1e-3",
@@ -47,7 +62,7 @@ def test_every_synced_version_is_served_as_the_trainer_holds_it(tmp_path: Path):
         tmp_path / "run.log",
     )
     assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
-    assert left_in_session(run.pid) == [] and boxes_of(run.pid) == []
+    assert left_behind(run) == [] and boxes_of(run.pids) == []
 
     steps = steps_of(exp)
     assert sorted(steps) == list(range(STEPS)), sorted(steps)

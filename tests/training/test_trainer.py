@@ -28,7 +28,7 @@ from cua_agent.inference.processing import load_processor
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.rollout.rows import SCREENSHOTS
 from tests.inference.reference import chat_messages, screenshot
-from tests.training.harness import left_in_session, restore_weights, run_training
+from tests.training.harness import left_behind, restore_weights, run_training
 
 
 def token_reward(output_ids: list[int], vocab_size: int) -> float:
@@ -123,14 +123,14 @@ def test_two_step_grpo_run_pushes_weights_and_checkpoints(vllm_servers, tmp_path
         "agent.group_size=4",
         "agent.min_group_size=2",
         "agent.max_new_tokens=8",
-        "train_dataset.batch_size=1",
+        "train_dataset.batch_size=2",  # a group per trainer rank
         "actor.optimizer.lr=1e-3",
     ]
     run = run_training(cmd, tmp_path / "run.log")
     rc, elapsed, tail = run.rc, run.elapsed_s, run.tail()
     assert rc == 0, f"train_areal.py exited {rc} after {elapsed:.0f}s:\n{tail}"
     time.sleep(1)
-    assert left_in_session(run.pid) == [], "the run left processes behind"
+    assert left_behind(run) == [], "the run left processes behind"
 
     version, after = asyncio.run(_probe(server.address))
     assert version == 2, f"served weight version {version} after 2 steps"

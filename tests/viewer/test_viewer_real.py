@@ -44,6 +44,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "evaluation.seeds_per_task=2",
         ],
         exp.parent / "run.log",
+        ranks=1,  # the embedded default as `make local` runs it: one rank beside the server it starts
     )
     assert run.rc == 0, f"train_areal.py exited {run.rc}:\n{run.tail()}"
     return exp
