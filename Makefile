@@ -16,7 +16,7 @@ local: setup  ## run the main job on the embedded default (CPU, tiny model, real
 
 test: setup  ## the whole suite, slow real-component tests included
 	@$(PY) -m ruff check .
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no vLLM server, no containers)
 	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

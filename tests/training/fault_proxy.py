@@ -1,6 +1,7 @@
 """An HTTP proxy in front of a real vLLM server that injects the faults a cluster shows: answers 500,
 hangs, and (while the server behind it restarts) refuses with 502. Only chat completions get injected
-faults; everything else (health, weight reloads, versions) passes through."""
+faults; everything else (health, weight reloads, versions) passes through. `hold()` keeps chat requests
+waiting until `release()`: an episode whose request is held is certainly in the middle of its turn."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ class FaultProxy:
         self.port = free_port()
         self.fail_next = 0  # chat requests still to answer with 500
         self.hang_next = 0  # chat requests still to hold until the client gives up
-        self.counts = {"forwarded": 0, "failed": 0, "hung": 0, "unreachable": 0}
+        self.counts = {"forwarded": 0, "failed": 0, "hung": 0, "unreachable": 0, "held": 0}
+        self._open = threading.Event()
+        self._open.set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -40,6 +43,12 @@ class FaultProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
 
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._start())
@@ -55,6 +64,10 @@ class FaultProxy:
         self._session = aiohttp.ClientSession()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.path == FAULTY and not self._open.is_set():
+            self.counts["held"] += 1
+            while not self._open.is_set():
+                await asyncio.sleep(0.05)
         if request.path == FAULTY and self.fail_next > 0:
             self.fail_next -= 1
             self.counts["failed"] += 1

@@ -64,11 +64,17 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
                 ],
                 tmp_path / "run.log",
             )
-            # Step 1: kill a sandbox container in the middle of its episode.
-            wait_for(lambda: len(boxes_of(proc.pids)) > 0, 300, "the first sandboxes", proc)
-            time.sleep(1.0)
-            victim = boxes_of(proc.pids)[0]
-            docker.DockerClient(base_url=default_docker_host()).containers.get(victim["id"]).kill()
+            # Step 1: kill the sandbox containers while their episodes wait for the model's first answers
+            # (held at the proxy), so each killed box is in the middle of an episode.
+            proxy.hold()
+            wait_for(lambda: proxy.counts["held"] > 0, 300, "the first model request", proc)
+            engine = docker.DockerClient(base_url=default_docker_host())
+            for victim in boxes_of(proc.pids):
+                try:
+                    engine.containers.get(victim["id"]).kill()
+                except docker.errors.APIError:  # a box its pool removed meanwhile (404, or 409: not running)
+                    pass
+            proxy.release()
             # Step 2: 500s (more than one request's retries); step 3: two hung requests.
             wait_for(lambda: 0 in steps_of(exp, proc.pids), 300, "step 1", proc)
             proxy.fail_next = 4
