@@ -2,7 +2,7 @@
 (demonstrations), then supervised training of the base model on every turn of the solved episodes.
 
     python -m cua_agent.warmstart [--out DIR] [--base MODEL] [--task-ids miniwob/click-test,...]
-        [--seeds-per-task 64] [--epochs 15] [--lr 1e-2] [--batch 4] [--force]
+        [--seeds-per-task 64] [--epochs 15] [--lr 5e-3] [--batch 4] [--force]
 
 Writes DIR (an HF model folder that vLLM serves and GRPO trains; default: the tiny model's warm start,
 which setup builds), DIR/warmstart.json (inputs, demo counts, losses, timings) and keeps the supervised
@@ -50,7 +50,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=15)
-    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--lr", type=float, default=5e-3)
     # 4: one click row per episode, so a batch of 4 sees as many clicks as a batch of 8 did when each
     # episode also had its `done` row; 8 (120 steps) left 27% of first answers malformed.
     ap.add_argument("--batch", type=int, default=4)
