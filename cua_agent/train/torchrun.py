@@ -66,9 +66,8 @@ def main(argv: list[str]) -> None:
 
     try:
         torchrun([*options, *script])
-    except (
-        SignalException
-    ) as stop:  # the workers have stopped (or the grace ran out): as train_areal.py exits
+    except SignalException as stop:
+        # the workers have stopped (or the grace ran out): exit as train_areal.py does
         raise SystemExit(128 + int(stop.sigval)) from None
 
 
