@@ -162,16 +162,32 @@ class DockerBackend(Backend):
         except docker.errors.NotFound:
             return "(the box is gone)"
 
-    def remove_sync(self, box_id: str) -> None:
-        """Remove the box; one already gone (another process's reaper got there first) is removed."""
+    def remove_sync(self, box_id: str, settle_s: float = 10.0) -> None:
+        """Remove the box; one already gone (another process's reaper got there first) is removed. An
+        error's text is not taken on its word (a box's own file names can end up in an engine's message):
+        the box counts as gone once the engine no longer knows it, checked for up to `settle_s` while
+        another client's removal finishes; else the error is raised."""
         import docker.errors
 
-        try:
-            self.docker.api.remove_container(box_id, force=True)
-        except docker.errors.APIError as exc:
-            if not _gone(exc):
-                raise
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                self.docker.api.remove_container(box_id, force=True)
+                break
+            except docker.errors.APIError as exc:
+                if not _gone(exc):
+                    raise
+                if not self._known(box_id):
+                    break
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         shutil.rmtree(self.run_dir / box_id, ignore_errors=True)
+
+    def _known(self, box_id: str) -> bool:
+        """Whether the engine still lists a box of this name."""
+        listed = self.docker.api.containers(all=True, filters={"name": f"^{box_id}$"})
+        return any(c["Names"][0].lstrip("/") == box_id for c in listed)
 
     # -- inventory ------------------------------------------------------------------------------
     def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
