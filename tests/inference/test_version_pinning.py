@@ -24,7 +24,9 @@ def engine_updated_mid_request(sent_at: int) -> StockVLLMEngine:
 
     async def generate(address, call) -> ModelCall:
         engine.set_version(sent_at + 1)  # the trainer's update lands while the server answers
-        return ModelCall("ok", prompt_token_ids=[1, 2], output_token_ids=[7, 8, 9], output_logprobs=[-0.1] * 3)
+        return ModelCall(
+            "ok", prompt_token_ids=[1, 2], output_token_ids=[7, 8, 9], output_logprobs=[-0.1] * 3
+        )
 
     engine._generate = generate  # type: ignore[method-assign]
     return engine

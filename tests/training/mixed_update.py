@@ -8,27 +8,19 @@ Each rank writes OUT_DIR/rank<r>.json: {"logp_before": [...], "logp_after": [...
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import sys
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
-from areal.api import FinetuneSpec
-from areal.api.alloc_mode import ModelAllocation
-from areal.api.cli_args import load_expr_config
-from areal.engine.fsdp_engine import FSDPPPOActor
 from PIL import Image
 
-from cua_agent.config import CUAGRPOConfig
 from cua_agent.episode.model_view import ModelView
-from cua_agent.inference.local_server import MODELS, REPO
+from cua_agent.inference.local_server import MODELS
 from cua_agent.inference.model_call import ModelCall
-from cua_agent.inference.processing import load_processor
 from cua_agent.rollout.rows import RowBuilder
-from cua_agent.train import patches as trainer_patches
+from tests.training.one_update import local_actor, update
 
 MODEL = MODELS["untied"]
 
@@ -52,31 +44,10 @@ def rows(rank: int, view: ModelView) -> dict:
 
 
 def main(out_dir: str) -> None:
-    config, _ = load_expr_config(
-        [
-            "--config",
-            str(REPO / "configs" / "local_cpu.yaml"),
-            f"actor.path={MODEL}",
-            "actor.backend=fsdp:d2",
-        ],
-        CUAGRPOConfig,
-    )
-    trainer_patches.install(config.actor.attn_impl)
-    trainer_patches.install_screenshot_pixels(load_processor(MODEL).image_processor)
-    actor = FSDPPPOActor(config.actor)
-    actor.create_process_group(parallel_strategy=ModelAllocation.from_str("fsdp:d2", name="actor").parallel)
-    actor.initialize(
-        addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=2, train_batch_size=2)
-    )
+    actor, config = local_actor(MODEL, 2)
     rank = dist.get_rank()
-    batch = rows(rank, ModelView.of_model(MODEL, config.agent.model_family))
-    pristine = copy.deepcopy(batch)
-    (before,) = actor.compute_logp([copy.deepcopy(pristine)])
-    batch["prox_logp"] = before
-    actor.ppo_update(actor.compute_advantages([batch]))
-    (after,) = actor.compute_logp([copy.deepcopy(pristine)])
-    mask = torch.roll(pristine["loss_mask"], shifts=-1, dims=-1).bool()[0]
-    result = {"logp_before": before[0][mask].tolist(), "logp_after": after[0][mask].tolist()}
+    mask, before, after = update(actor, rows(rank, ModelView.of_model(MODEL, config.agent.model_family)))
+    result = {"logp_before": before[0][mask[0]].tolist(), "logp_after": after[0][mask[0]].tolist()}
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(result))
     actor.destroy()
 

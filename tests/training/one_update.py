@@ -29,32 +29,46 @@ from cua_agent.train import patches as trainer_patches
 from cua_agent.train.job import single_process_dist_env
 
 
-def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None:
-    single_process_dist_env()
+def local_actor(model_dir: str | Path, ranks: int, *overrides: str) -> tuple[FSDPPPOActor, CUAGRPOConfig]:
+    """configs/local_cpu.yaml's actor on `model_dir` at fsdp:d`ranks`, with the trainer's patches, initialized
+    (under torchrun for several ranks)."""
+    backend = f"fsdp:d{ranks}"
     config, _ = load_expr_config(
-        ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}", *overrides],
+        ["--config", str(REPO / "configs" / "local_cpu.yaml"), f"actor.path={model_dir}",
+         f"actor.backend={backend}", *overrides],
         CUAGRPOConfig,
-    )
+    )  # fmt: skip
     trainer_patches.install(config.actor.attn_impl)
     trainer_patches.install_screenshot_pixels(load_processor(model_dir).image_processor)
     actor = FSDPPPOActor(config.actor)
-    actor.create_process_group(parallel_strategy=ModelAllocation.from_str("fsdp:d1", name="actor").parallel)
+    actor.create_process_group(parallel_strategy=ModelAllocation.from_str(backend, name="actor").parallel)
     actor.initialize(
-        addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=1, train_batch_size=1)
+        addr=None, ft_spec=FinetuneSpec(total_train_epochs=1, dataset_size=ranks, train_batch_size=ranks)
     )
+    return actor, config
 
-    batch = torch.load(rows_path, weights_only=False)
+
+def update(actor: FSDPPPOActor, batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The trainer's sequence on `batch` (rewards set): (answer-token mask, logprobs before, after).
+    compute_logp[i] scores token i+1: the answer tokens are where the shifted loss mask is set."""
     pristine = copy.deepcopy(batch)
     (before,) = actor.compute_logp([copy.deepcopy(pristine)])
     batch["prox_logp"] = before
     actor.ppo_update(actor.compute_advantages([batch]))
     (after,) = actor.compute_logp([copy.deepcopy(pristine)])
-    # compute_logp[i] scores token i+1: the answer tokens are where the shifted loss mask is set.
-    mask = torch.roll(pristine["loss_mask"], shifts=-1, dims=-1).bool()
+    return torch.roll(pristine["loss_mask"], shifts=-1, dims=-1).bool(), before, after
+
+
+def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None:
+    single_process_dist_env()
+    actor, _ = local_actor(model_dir, 1, *overrides)
+    batch = torch.load(rows_path, weights_only=False)
+    rewards = batch["rewards"].clone()
+    mask, before, after = update(actor, batch)
     rows = []
     for i in range(mask.shape[0]):
         d = (after[i] - before[i]).float()[mask[i]]
-        rows.append({"reward": float(pristine["rewards"][i]), "delta": float(d.mean())})
+        rows.append({"reward": float(rewards[i]), "delta": float(d.mean())})
     Path(out_path).write_text(json.dumps({"rows": rows}))
     actor.destroy()
 
