@@ -63,6 +63,8 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     stop_with_launcher()  # a rank whose torchrun was killed stops as if told to
 
     server: VLLMProcess | None = None
+    workflow: Any = None
+    trainer: CUATrainer | None = None
     try:
         addresses = list(config.inference.addresses) or settings.server_addresses
         if not addresses:
@@ -107,9 +109,8 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 aborted = exc
                 logger.error(f"Training aborted: {exc}")
                 _stop(trainer, "aborted", 1)
-            finally:
-                signals.trainer = None
-        # After the trainer's exit closed the rollouts (and the sandbox pool):
+        # The trainer's exit is over (a signal during it went to the trainer's stop, not into the exit):
+        signals.trainer = None
         if aborted is not None:
             raise SystemExit(f"Training aborted: {aborted}")
         if stopped is not None:
@@ -118,9 +119,29 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         logger.warning(f"Training {stop} during startup; nothing to save")
         raise SystemExit(128 + stop.signum) from None
     finally:
+        signals.uninstall()
+        _remove_left_sandboxes(workflow)
+        if trainer is not None and trainer.stop_deadline is not None:
+            trainer.stop_deadline.cancel()  # the stop is over (a process may live on: a Ray worker)
         if server is not None:
             server.stop()
             logger.info("Local vLLM server stopped")
+
+
+def _remove_left_sandboxes(workflow: Any) -> None:
+    """The boxes of the episodes in flight at the end (a stop, an abort, the last step's rollouts ahead)
+    outlive the rollout thread: remove them before `run` returns. A process that lives on after a run (a
+    Ray worker after its trainer task) would otherwise keep them until it exits."""
+    remove = getattr(workflow, "remove_own_sandboxes", None)
+    if remove is None:
+        return
+    try:
+        left = remove()
+    except Exception as exc:  # the exit hook tries again when the process ends
+        logger.warning(f"Removing this run's remaining sandboxes failed: {exc}")
+        return
+    if left:
+        logger.info(f"Removed {len(left)} sandbox(es) of episodes still in flight at the end: {left}")
 
 
 def _stop(trainer: CUATrainer, why: str, exit_code: int) -> None:
@@ -151,11 +172,19 @@ class _StopSignals:
 
     def __init__(self) -> None:
         self.trainer: CUATrainer | None = None
+        self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self)
-            signal.signal(signal.SIGINT, self)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self)
+
+    def uninstall(self) -> None:
+        """The handlers from before `run` (a Ray worker runs on after its trainer task, and later signals
+        are its own)."""
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.trainer is None:
