@@ -12,14 +12,15 @@ from pathlib import Path
 
 from cua_agent.train.stopping import stop_with_launcher
 
-STOP_S = 35.0  # longer than torchrun's fixed 30 s
+STOP_S = 35.0  # longer than torchrun's fixed 30 s; CUA_TEST_STOP_S sets another length
 
 
 def main() -> None:
     out, rank = Path(os.environ["CUA_TEST_OUT"]), os.environ["RANK"]
+    stop_s = float(os.environ.get("CUA_TEST_STOP_S", STOP_S))
 
     def stop(signum: int, frame: object) -> None:
-        time.sleep(STOP_S)
+        time.sleep(stop_s)
         (out / f"stopped-{rank}").write_text(str(signum))
         sys.exit(128 + signum)
 

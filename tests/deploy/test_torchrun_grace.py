@@ -57,18 +57,19 @@ def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path
 def test_ranks_whose_launcher_was_killed_stop_as_if_told_to(tmp_path: Path):
     """torchrun starts each rank in a session of its own: killed itself (kill -9, the OOM killer), it left
     its ranks training on, orphaned, with their sandboxes. Each rank now gets SIGTERM when its launcher
-    dies, and stops as usual."""
+    dies, and stops as usual (here a quick stop: what matters is that it happens)."""
     worker = Path(__file__).with_name("slow_stop_worker.py")
     cmd = [sys.executable, "-m", "cua_agent.train.torchrun", "--standalone", "--nproc-per-node", "2",
            str(worker), *TRAIN_ARGS]  # fmt: skip
-    proc = Training(cmd, tmp_path / "torchrun.log", env={"CUA_TEST_OUT": str(tmp_path)})
+    env = {"CUA_TEST_OUT": str(tmp_path), "CUA_TEST_STOP_S": "1"}
+    proc = Training(cmd, tmp_path / "torchrun.log", env=env)
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
         time.sleep(0.2)
     proc.kill()  # the launcher alone, as the OOM killer would
     proc.wait()
-    deadline = time.monotonic() + STOP_S + 30
+    deadline = time.monotonic() + 30
     while len(list(tmp_path.glob("stopped-*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert sorted(p.name for p in tmp_path.glob("stopped-*")) == ["stopped-0", "stopped-1"]
