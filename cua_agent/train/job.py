@@ -109,8 +109,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 aborted = exc
                 logger.error(f"Training aborted: {exc}")
                 _stop(trainer, "aborted", 1)
-        # The trainer's exit is over (a signal during it went to the trainer's stop, not into the exit):
-        signals.trainer = None
+        # Signals still go to the trainer's stop (not into its exit's clean-up) until the end of `run`.
         if aborted is not None:
             raise SystemExit(f"Training aborted: {aborted}")
         if stopped is not None:
@@ -119,8 +118,9 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         logger.warning(f"Training {stop} during startup; nothing to save")
         raise SystemExit(128 + stop.signum) from None
     finally:
-        signals.uninstall()
         _remove_left_sandboxes(workflow)
+        signals.trainer = None
+        signals.uninstall()
         if trainer is not None and trainer.stop_deadline is not None:
             trainer.stop_deadline.cancel()  # the stop is over (a process may live on: a Ray worker)
         if server is not None:
