@@ -63,7 +63,6 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     stop_with_launcher()  # a rank whose torchrun was killed stops as if told to
 
     server: VLLMProcess | None = None
-    workflow: Any = None
     trainer: CUATrainer | None = None
     try:
         addresses = list(config.inference.addresses) or settings.server_addresses
@@ -109,7 +108,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
                 aborted = exc
                 logger.error(f"Training aborted: {exc}")
                 _stop(trainer, "aborted", 1)
-        # Signals still go to the trainer's stop (not into its exit's clean-up) until the end of `run`.
+        # Signals still go to the trainer's stop during its exit (not into the exit's clean-up).
         if aborted is not None:
             raise SystemExit(f"Training aborted: {aborted}")
         if stopped is not None:
@@ -118,7 +117,6 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         logger.warning(f"Training {stop} during startup; nothing to save")
         raise SystemExit(128 + stop.signum) from None
     finally:
-        _remove_left_sandboxes(workflow)
         signals.trainer = None
         signals.uninstall()
         if trainer is not None and trainer.stop_deadline is not None:
@@ -126,22 +124,6 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
         if server is not None:
             server.stop()
             logger.info("Local vLLM server stopped")
-
-
-def _remove_left_sandboxes(workflow: Any) -> None:
-    """The boxes of the episodes in flight at the end (a stop, an abort, the last step's rollouts ahead)
-    outlive the rollout thread: remove them before `run` returns. A process that lives on after a run (a
-    Ray worker after its trainer task) would otherwise keep them until it exits."""
-    remove = getattr(workflow, "remove_own_sandboxes", None)
-    if remove is None:
-        return
-    try:
-        left = remove()
-    except Exception as exc:  # the exit hook tries again when the process ends
-        logger.warning(f"Removing this run's remaining sandboxes failed: {exc}")
-        return
-    if left:
-        logger.info(f"Removed {len(left)} sandbox(es) of episodes still in flight at the end: {left}")
 
 
 def _stop(trainer: CUATrainer, why: str, exit_code: int) -> None:

@@ -360,7 +360,21 @@ class CUATrainer(PPOTrainer):
 
     def _remove_own_sandboxes(self) -> None:
         if self.workflow is not None and hasattr(self.workflow, "remove_own_sandboxes"):
-            self.workflow.remove_own_sandboxes()
+            left = self.workflow.remove_own_sandboxes()
+            if left:
+                logger.info(f"Removed {len(left)} sandbox(es) of episodes still in flight: {left}")
+
+    def close(self) -> None:
+        """PPOTrainer's exit, then the boxes of the episodes in flight at the end (a stop, an abort, the
+        rollouts ahead of the last step): they outlive the rollout thread, and a process that lives on after
+        its run (a Ray worker after its trainer task) would keep them until it exits."""
+        try:
+            super().close()
+        finally:
+            try:
+                self._remove_own_sandboxes()
+            except Exception as exc:  # the exit hook tries again when the process ends
+                logger.warning(f"Removing this run's remaining sandboxes failed: {exc}")
 
     def save_on_stop(self) -> Path | None:
         """A stop during the rollout wait: checkpoint the last finished step if it has none yet."""

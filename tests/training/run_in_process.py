@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import train_areal
-from sandbox.backends import make_backend
+from tests.training.harness import boxes_of
 
 
 def main(out: str, *argv: str) -> None:
@@ -21,8 +21,7 @@ def main(out: str, *argv: str) -> None:
         train_areal.main(list(argv))
     except SystemExit as exc:
         code = exc.code
-    boxes = make_backend("docker").list_boxes()
-    owned = [b["id"] for b in boxes if b["labels"].get("cua.owner_pid") == str(os.getpid())]
+    owned = [b["id"] for b in boxes_of(os.getpid())]
     Path(out).write_text(json.dumps({"exit": code, "owned": owned}))
 
 
