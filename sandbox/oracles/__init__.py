@@ -52,6 +52,18 @@ class OracleError(RuntimeError):
     pass
 
 
+class Fields(dict[str, str]):
+    """The utterance's fields; a missing one is an OracleError that shows the utterance (a KeyError
+    named only the key)."""
+
+    def __init__(self, fields: dict[str, str], utterance: str) -> None:
+        super().__init__(fields)
+        self.utterance = utterance
+
+    def __missing__(self, key: str) -> str:
+        raise OracleError(f"no field {key!r} in {dict(self)} extracted from {self.utterance!r}")
+
+
 def center_of(el: dict[str, Any]) -> dict[str, int]:
     return {"x": round(el["x"] + el["w"] / 2), "y": round(el["y"] + el["h"] / 2)}
 
@@ -62,8 +74,8 @@ class Ctx:
         self.actions: list[dict[str, Any]] = []
 
     @property
-    def fields(self) -> dict[str, str]:
-        return self.state.get("fields", {})
+    def fields(self) -> Fields:
+        return Fields(self.state.get("fields", {}), self.state.get("utterance", ""))
 
     @property
     def elements(self) -> list[dict[str, Any]]:

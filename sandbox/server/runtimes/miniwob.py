@@ -196,10 +196,11 @@ class MiniWoBRuntime(Runtime):
                 time.sleep(0.02)
         raise RuntimeError(f"MiniWoB task {name}: its page did not load completely in {attempts} loads")
 
-    def _utterance(self, timeout_s: float = 2.0) -> tuple[str, dict[str, str]]:
+    def _utterance(self, timeout_s: float = 10.0) -> tuple[str, dict[str, str]]:
         """The task's utterance and its fields. Under load the page can answer before its utterance is
         final (an oracle then read no fields, clicked nothing and scored 0): poll until miniwob's field
-        extractor accepts it, and give up with empty fields only after `timeout_s`."""
+        extractor accepts it, and give up with empty fields only after `timeout_s` (2 s was too short
+        once in CI, with the whole suite loading 2 cores)."""
         deadline = time.monotonic() + timeout_s
         extractor = self._fields.get(self.task)
         while True:
