@@ -14,10 +14,13 @@ Output layout (cluster.fileroot = outputs/<experiment>):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import faulthandler
 import os
 import shutil
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -150,7 +153,8 @@ def _stop(trainer: CUATrainer, why: str, exit_code: int) -> None:
 
 class _StopSignals:
     """SIGINT/SIGTERM (Ctrl-C, docker stop, the launcher) → `CUATrainer.request_stop`; before the trainer
-    exists, stop at once. The handlers run in the main thread, where `train()` runs."""
+    exists, stop at once. The handlers run in the main thread, where `train()` runs. SIGUSR1 prints every
+    thread's stack to stderr and goes on (`kill -USR1 <rank pid>`: where a hung rank waits)."""
 
     def __init__(self) -> None:
         self.trainer: CUATrainer | None = None
@@ -160,6 +164,8 @@ class _StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._previous[sig] = signal.signal(sig, self)
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # no stderr file: no dumps
+            faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
     def uninstall(self) -> None:
         """The handlers from before `run` (a Ray worker runs on after its trainer task, and later signals
@@ -167,6 +173,7 @@ class _StopSignals:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
+        faulthandler.unregister(signal.SIGUSR1)
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.trainer is None:

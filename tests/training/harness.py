@@ -90,6 +90,7 @@ class Training(subprocess.Popen):
     def __init__(self, cmd: list[str], log: Path, env: dict[str, str] | None = None, ray: bool = False):
         env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", **(env or {})}
         env.pop("WANDB_API_KEY", None)
+        self.log = log
         with open(log, "wb") as out:
             super().__init__(
                 cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -151,9 +152,24 @@ def start_training(
     return Training(training_command(args, config, ranks), log)
 
 
+def hung(proc: Training, log: Path, waited_s: float, what: str = "end") -> AssertionError:
+    """A run that did not get somewhere in time: its processes print their stacks (SIGUSR1, registered by
+    the ranks; a process without the handler just ends), then all are killed, and the error carries the
+    log's end with the stacks, so that a hang in CI shows where each rank waited."""
+    for pid in proc.pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGUSR1)
+    time.sleep(3)
+    proc.kill_all()
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-250:])
+    return AssertionError(f"the run did not {what} in {waited_s:.0f}s; the end of {log}:\n{tail}")
+
+
 def wait_training(proc: Training, log: Path, start: float, timeout_s: float = RUN_TIMEOUT_S) -> Run:
     try:
         rc = proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        raise hung(proc, log, timeout_s) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
@@ -283,7 +299,10 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen) -> 
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert proc.poll() is None, f"the run exited ({proc.returncode}) before {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            if isinstance(proc, Training):
+                raise hung(proc, proc.log, timeout_s, f"reach {what}")
+            raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
 
 
