@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, VLLMProcess, start_vllm
+from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
 
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 
@@ -48,6 +48,26 @@ def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
 def qwen3_vl_servers(artefacts: Path) -> dict[str, VLLMProcess]:
     """The tiny Qwen3-VL models' servers ("untied", "tied"), started by the first test that needs them."""
     yield from _serve(QWEN3_VL_MODELS, artefacts)
+
+
+@pytest.fixture(scope="session")
+def warm_server(artefacts: Path) -> VLLMProcess:
+    """The warm start's server (configs/local_cpu.yaml's policy), started by the first test that needs it.
+    A test that trains it puts the warm start's weights back when it is done (harness.restore_weights)."""
+    for servers in _serve({"warm": WARM_MODEL}, artefacts):
+        yield servers["warm"]
+
+
+@pytest.fixture(scope="session")
+def qwen3_vl_lora_server(artefacts: Path) -> VLLMProcess:
+    """The untied tiny Qwen3-VL serving LoRA adapters up to the 32B config's rank (16). Its users leave no
+    adapter of theirs loaded."""
+    proc = start_vllm(QWEN3_VL_MODELS["untied"], artefacts, lora=(16, 5))
+    try:
+        proc.wait_healthy(SERVER_START_TIMEOUT_S)
+        yield proc
+    finally:
+        proc.stop()
 
 
 @pytest.fixture

@@ -141,9 +141,13 @@ def test_cpu_stack_trains_one_step_and_cleans_up(tmp_path):
         assert log.index("vLLM healthy after") < log.index("starting the trainer"), (
             "the trainer started before vLLM was healthy"
         )
+        assert "preflight passed (config configs/local_cpu.yaml" in log
+        # the resource estimate and the compile check, in the trainer's image, before vLLM starts
+        assert "GPU memory, one trainer rank, training" in log and "the config fits" in log
         assert "torch.compile runs a compiled function" in log, (
             "the preflight's compile check in the trainer image"
         )
+        assert log.index("the config fits") < log.index("starting vLLM")
         exp = stack.outputs / "cua-local"
         assert "Train step 1/" in (exp / "logs" / "training.log").read_text(errors="replace")
         episodes = [json.loads(line) for line in (exp / "rollouts.jsonl").read_text().splitlines()]

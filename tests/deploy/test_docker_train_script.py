@@ -106,24 +106,19 @@ def project_leftovers(project: str) -> list[str]:
     return networks.split() + pods.split()
 
 
-def test_cpu_preflight_passes_on_a_set_up_machine(tmp_path):
-    env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
-    result = run_script(["--cpu", "--check"], env)
-    assert result.returncode == 0, result.stderr
-    assert "preflight passed (config configs/local_cpu.yaml" in result.stderr
-    # then the resource estimate, in the trainer's image (set up: it exists)
-    assert "GPU memory, one trainer rank, training" in result.stderr and "the config fits" in result.stderr
-    # a check leaves nothing behind: each one used to leave the project's pod and network (one subnet each)
-    assert project_leftovers(env["COMPOSE_PROJECT_NAME"]) == []
-
-
 def test_cpu_check_refuses_a_config_that_does_not_fit_naming_the_field(tmp_path):
-    result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], cpu_env(tmp_path))
+    """(The check passing, in the trainer's image, is the first thing tests/deploy/test_cpu_stack.py's run
+    does.)"""
+    env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
+    result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env)
     assert result.returncode == 1, result.stderr
+    assert "preflight passed (config configs/local_cpu.yaml" in result.stderr  # the script's own checks
     assert "  - actor.mb_spec.max_tokens_per_mb: 1024 is below the longest row" in result.stderr
     assert (
         "the config does not fit (train_areal.py --check above names the fields to change)" in result.stderr
     )
+    # a check leaves nothing behind: each one used to leave the project's pod and network (one subnet each)
+    assert project_leftovers(env["COMPOSE_PROJECT_NAME"]) == []
 
 
 def test_missing_env_file(tmp_path):

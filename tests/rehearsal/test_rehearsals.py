@@ -260,17 +260,6 @@ def served_adapter_parity(server: str, model: Path, adapter: Path) -> float:
     return max_abs_diff(ref.logprobs(images, gen.prompt_token_ids, gen.output_token_ids), gen.output_logprobs)
 
 
-@pytest.fixture
-def qwen3_vl_lora_server(artefacts: Path):
-    """Serves the tiny Qwen3-VL and LoRA adapters up to the 32B config's rank (16); for this test only."""
-    proc = start_vllm(QWEN3_VL_MODELS["untied"], artefacts, lora=(16, 5))
-    try:
-        proc.wait_healthy(SERVER_START_TIMEOUT_S)
-        yield proc
-    finally:
-        proc.stop()
-
-
 def test_cua_grpo_qwen3vl_32b_lora(qwen3_vl_lora_server: VLLMProcess, tmp_path: Path):
     server = qwen3_vl_lora_server.address
     coverage = ["saver.freq_steps=2"]  # HF saves within the rehearsal's steps (the config saves per epoch)

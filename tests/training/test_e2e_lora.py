@@ -52,12 +52,6 @@ def lora_server(artefacts: Path):
     yield from _lora_server(MODELS["untied"], artefacts)
 
 
-@pytest.fixture(scope="module")
-def qwen3_vl_lora_server(artefacts: Path):
-    """The same for the untied tiny Qwen3-VL."""
-    yield from _lora_server(QWEN3_VL_MODELS["untied"], artefacts)
-
-
 def random_adapter(model: torch.nn.Module, out: Path, rank: int = RANK, seed: int = 0) -> PeftModel:
     """An adapter on the language model's projections (as the trainer puts them) whose B matrices are not
     zero, so it changes what the model says; saved in PEFT format to `out`."""

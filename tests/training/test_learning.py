@@ -1,14 +1,16 @@
 """GRPO learns, through the real stack: `train_areal.py` from the warm start on one click-test seed (vLLM
 server, sandboxes, AReaL's PPO actor, weight sync, configs/local_cpu.yaml's lr_groups), against a control.
 
-The control is the lr = 0 arm: the warm start itself, sampled the same way on the same seed by
-`python -m cua_agent.evaluate --temperature 1` (an lr = 0 run samples exactly that policy; its synced
-weights are the trainer's: test_sync_exact.py). The trained arm is the episodes sampled by weight versions
->= LATE. Success depends on the click alone on this seed (inside the button's box or not), so the rates are
-binomial. Measured (2 cores, docs/warm-start.md): the warm start 31-34%, versions 12-23 of four GRPO runs
-54-62% of 192 episodes; a one-sided Fisher test of those against 55/160 control episodes gives p from 1.5e-4
-to 1.9e-7, so the p < 0.01 bar leaves a wide margin. A regression anywhere in rows, advantages, update or
-weight sync leaves the rate at the control's (or breaks the format) and fails it.
+The control is the lr = 0 arm: the warm start itself, sampled the same way on the same seed, on the same
+server before the run trains it, by `python -m cua_agent.evaluate --temperature 1` (an lr = 0 run samples
+exactly that policy; its synced weights are the trainer's: test_sync_exact.py). The trained arm is the
+episodes sampled by weight versions >= LATE. Success depends on the click alone on this seed (inside the
+button's box or not), so the rates are binomial. Measured (2 cores, docs/warm-start.md): the warm start
+31-34%, versions 12-23 of four GRPO runs 54-62% of 192 episodes; a one-sided Fisher test of those against
+55/160 control episodes gives p from 1.5e-4 to 1.9e-7. Sampling both arms at rates of 34% and 58% fails the
+p < 0.01 bar in 2% of draws (9% at the lowest run's 54%), so fewer control episodes would make it flaky.
+A regression anywhere in rows, advantages, update or weight sync leaves the rate at the control's (or breaks
+the format) and fails it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from omegaconf import OmegaConf
 from cua_agent.evaluate.report import fisher_greater
 from cua_agent.inference.local_server import REPO, WARM_MODEL
 from cua_agent.rollout.outcomes import reward_succeeded
-from tests.training.harness import boxes_of, evaluate_cli, left_behind, run_training
+from tests.training.harness import Run, boxes_of, evaluate_cli, left_behind, restore_weights, run_training
 
 pytestmark = pytest.mark.slow
 TASK = "miniwob/click-test"
@@ -41,30 +43,13 @@ def one_seed_tasks(path: Path) -> Path:
     return path
 
 
-def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(tmp_path: Path):
-    tasks = one_seed_tasks(tmp_path / "one-seed.jsonl")
-
-    control_dir = tmp_path / "control"
-    sampling = {
-        "--split": "train",
-        "--task-ids": TASK,
-        "--seeds-per-task": "1",
-        "--episodes-per-seed": str(CONTROL_EPISODES),
-        "--temperature": "1",
-        "--max-turns": "1",
-        "--max-new-tokens": str(OmegaConf.load(REPO / "configs" / "local_cpu.yaml").agent.max_new_tokens),
-        "--concurrency": "4",
-    }
-    args = ["--checkpoint", str(WARM_MODEL), "--tasks", str(tasks), "--out", str(control_dir)]
-    control = evaluate_cli([*args, *(x for pair in sampling.items() for x in pair)])
-    assert control.returncode == 0, control.stderr[-3000:]
-    score = json.loads((control_dir / "report.json").read_text())["overall"]
-    assert score["infra_failures"] == 0 and score["episodes"] == CONTROL_EPISODES, score
-
-    exp = tmp_path / "exp"
-    run = run_training(
+def train(address: str, tasks: Path, exp: Path, log: Path) -> Run:
+    """GRPO from the warm start on the server that served the control (its weights untouched until now)."""
+    return run_training(
         [
             f"actor.path={WARM_MODEL}",
+            "inference.launch_local=false",
+            f'inference.addresses=["{address}"]',
             f"cluster.fileroot={exp}",
             f"tasks.train_path={tasks}",
             f"tasks.task_ids=[{TASK}]",
@@ -85,12 +70,40 @@ def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(tmp_path: Path
             "saver.freq_epochs=null",
             "recover.freq_steps=null",
         ],
-        tmp_path / "run.log",
+        log,
         timeout_s=TRAIN_TIMEOUT_S,
         # One rank: one group of 16 episodes a step, as the rates above were measured (at 2 ranks a step
         # would be 2 groups of 8, another normalisation); the multi-rank path is tests/rehearsal's.
         ranks=1,
     )
+
+
+def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(warm_server, tmp_path: Path):
+    tasks = one_seed_tasks(tmp_path / "one-seed.jsonl")
+
+    control_dir = tmp_path / "control"
+    sampling = {
+        "--split": "train",
+        "--task-ids": TASK,
+        "--seeds-per-task": "1",
+        "--episodes-per-seed": str(CONTROL_EPISODES),
+        "--temperature": "1",
+        "--max-turns": "1",
+        "--max-new-tokens": str(OmegaConf.load(REPO / "configs" / "local_cpu.yaml").agent.max_new_tokens),
+        "--concurrency": "4",
+    }
+    served = ["--base-url", f"http://{warm_server.address}/v1", "--model", str(WARM_MODEL)]
+    args = [*served, "--tasks", str(tasks), "--out", str(control_dir)]
+    control = evaluate_cli([*args, *(x for pair in sampling.items() for x in pair)])
+    assert control.returncode == 0, control.stderr[-3000:]
+    score = json.loads((control_dir / "report.json").read_text())["overall"]
+    assert score["infra_failures"] == 0 and score["episodes"] == CONTROL_EPISODES, score
+
+    exp = tmp_path / "exp"
+    try:
+        run = train(warm_server.address, tasks, exp, tmp_path / "run.log")
+    finally:
+        restore_weights(warm_server.address, WARM_MODEL, tmp_path, version=0)  # a shared server
     assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
     assert left_behind(run) == [] and boxes_of(run.pids) == []
 

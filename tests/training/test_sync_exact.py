@@ -17,33 +17,20 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from cua_agent.inference.local_server import WARM_MODEL, start_vllm
-from tests.conftest import SERVER_START_TIMEOUT_S
-from tests.training.harness import boxes_of, left_behind, run_training, steps_of
+from cua_agent.inference.local_server import WARM_MODEL
+from tests.training.harness import Run, boxes_of, left_behind, restore_weights, run_training, steps_of
 
 pytestmark = pytest.mark.slow
 STEPS = 3
 TOLERANCE = 1e-4  # of the ratio; fp32 recompute against the server is within ~5e-7 in logprob
 
 
-@pytest.fixture
-def warm_server(tmp_path: Path):
-    """The warm start's server, for this test only (several ranks do not start one themselves)."""
-    proc = start_vllm(WARM_MODEL, tmp_path)
-    try:
-        proc.wait_healthy(SERVER_START_TIMEOUT_S)
-        yield proc
-    finally:
-        proc.stop()
-
-
-def test_every_synced_version_is_served_as_the_trainer_holds_it(warm_server, tmp_path: Path):
-    exp = tmp_path / "exp"
-    run = run_training(
+def train(address: str, exp: Path, log: Path) -> Run:
+    return run_training(
         [
             f"actor.path={WARM_MODEL}",
             "inference.launch_local=false",
-            f'inference.addresses=["{warm_server.address}"]',
+            f'inference.addresses=["{address}"]',
             f"cluster.fileroot={exp}",
             f"total_train_steps={STEPS}",
             "total_train_epochs=100",
@@ -59,8 +46,16 @@ def test_every_synced_version_is_served_as_the_trainer_holds_it(warm_server, tmp
             "saver.freq_epochs=null",
             f"saver.freq_steps={STEPS}",
         ],
-        tmp_path / "run.log",
+        log,
     )
+
+
+def test_every_synced_version_is_served_as_the_trainer_holds_it(warm_server, tmp_path: Path):
+    exp = tmp_path / "exp"
+    try:
+        run = train(warm_server.address, exp, tmp_path / "run.log")
+    finally:
+        restore_weights(warm_server.address, WARM_MODEL, tmp_path, version=0)  # a shared server
     assert run.rc == 0, f"train_areal.py exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
     assert left_behind(run) == [] and boxes_of(run.pids) == []
 
