@@ -52,45 +52,23 @@ def recompute(batch: dict, family: str, tmp_path: Path) -> dict:
     return json.loads(out.read_text())
 
 
-async def test_fsdp_actor_recomputes_the_servers_logprobs(family_engine, tmp_path: Path):
+async def test_fsdp_actor_recomputes_the_servers_logprobs(family_engine, sandbox_setup, tmp_path: Path):
+    """A step's rows as a mixed run trains them, in one batch: screenshot rows of one and two images (the
+    GUI agent's 2-turn episodes) beside the terminal agent's text-only rows of a repository task.
+    (GUI-only batches at 2 ranks: test_sync_exact.py's importance ratios of 1.)"""
     family, engine = family_engine
     wf = CUAWorkflow(
         config(
             group_size=2,
             min_group_size=2,
             max_turns=2,
-            max_new_tokens=16,
+            max_new_tokens=24,
             history_screenshots=2,
             model_family=family,
         )
     )
-    try:
-        (batch,) = engine.rollout_batch(
-            [{"task_id": "miniwob/click-test", "seed": 21, "max_turns": 2}], workflow=wf
-        )
-    finally:
-        await wf.close()
-    assert batch["input_ids"].shape[0] >= 2
-    assert any(mm["image_grid_thw"].shape[0] == 2 for mm in batch["multi_modal_input"]), (
-        "want 2-image turns too"
-    )
-    result = recompute(batch, family, tmp_path)
-    print(f"\nconsistency ({family}): {result}")
-    assert result["n_tokens"] > 0
-    assert result["max"] <= TOL, result
-
-
-async def test_text_only_rows_of_the_terminal_agent_are_recomputed_too(
-    family_engine, sandbox_setup, tmp_path: Path
-):
-    """Rows of repository-task episodes (no image, multi-turn text prompts built by the terminal agent),
-    in one batch with a GUI group's screenshot rows, as a mixed run's step trains them."""
-    family, engine = family_engine
-    wf = CUAWorkflow(
-        config(group_size=2, min_group_size=2, max_turns=2, max_new_tokens=24, model_family=family)
-    )
     terminal = {"task_id": "repo/calc-add", "seed": 0, "agent": "terminal", "tasks_file": str(SAMPLE_TASKS)}
-    gui = {"task_id": "miniwob/click-test", "seed": 21, "max_turns": 1, "agent": "gui"}
+    gui = {"task_id": "miniwob/click-test", "seed": 21, "max_turns": 2, "agent": "gui"}
     try:
         groups = engine.rollout_batch([terminal], workflow=wf)
         # The engine accepts one group per weight version (no off-policyness): as after a weight update.
@@ -102,7 +80,8 @@ async def test_text_only_rows_of_the_terminal_agent_are_recomputed_too(
     assert text["input_ids"].shape[0] == 4  # 2 episodes x 2 turns, no image in any row
     check_trajectory_format({k: v for k, v in text.items() if k != "multi_modal_input"})
     batch = concat_padded_tensors(groups)  # as AReaL joins a step's groups
-    assert sum(bool(m) for m in batch["multi_modal_input"]) == 2  # the GUI group's 2 one-turn episodes
+    images = [mm["image_grid_thw"].shape[0] for mm in batch["multi_modal_input"] if mm]
+    assert 1 in images and 2 in images, f"want one- and two-image turns: {images}"
     result = recompute(batch, family, tmp_path)
-    print(f"\nconsistency, text-only rows beside screenshot rows ({family}): {result}")
+    print(f"\nconsistency ({family}), text-only rows beside screenshot rows: {result}")
     assert result["n_tokens"] > 0 and result["max"] <= TOL, result
