@@ -6,14 +6,22 @@ apply a patch, run the task's tests.
 Failures keep their meaning: a command that fails, hangs (cut at its timeout) or floods its output is
 the agent's business (a CommandResult says so); a box that is gone or stops answering is an
 infrastructure failure (SandboxDied / SandboxTimeout), never a reward of 0.
+
+Everything in a box is hostile (the model has a shell there). The host writes requests into a folder the
+box can only read, and reads answers from the one it writes without following links: an answer must be a
+regular file with one link, read up to a cap, opened without blocking. An answer that is not is the
+command's failure (exit code TAMPERED, output saying why), never the host's: no host file is read or
+written through the box's names, and the event loop never waits on the box's files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shlex
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Mapping
@@ -27,10 +35,42 @@ if TYPE_CHECKING:
     from sandbox.backends.docker import DockerBackend
 
 CONTROL_SCRIPT = Path(__file__).with_name("control.sh")
-CONTROL_DIR = "/run/cua"  # the host folder, in the box
+REQUESTS_IN_BOX = "/run/cua/in"  # the host's requests: read-only in the box
+ANSWERS_IN_BOX = "/run/cua/out"  # the box's answers
+OUTPUT_TMPFS_IN_BOX = "/run/cua-tmp"  # a command's whole output, before the loop cuts it (control.sh)
+OUTPUT_TMPFS_SIZE = "64m"  # a flood fills this, not the host's disk
 CONTROL_SCRIPT_IN_BOX = "/run/cua-control/control.sh"
 MAX_OUTPUT = 16_384  # characters of a command's output an agent sees by default
+MAX_RC_BYTES = 16  # an exit status is a few digits
+TAMPERED = -2  # the exit code of a command whose answer the box replaced (a link, a FIFO, not a number)
 TRUNCATION_MARK = "\n[... output truncated at {n} bytes ...]"
+
+
+class AnswerRefused(Exception):
+    """The box's answer file is not what the control loop writes: not read."""
+
+
+def read_answer(folder: Path, name: str, max_bytes: int) -> bytes:
+    """At most `max_bytes` + 1 of the answer `name` in `folder`, a folder the box writes: never through a
+    link (O_NOFOLLOW), never blocking on a FIFO or device (O_NONBLOCK, then it must be a regular file),
+    never a hard link to another file."""
+    try:
+        fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise AnswerRefused(f"{name}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AnswerRefused(f"{name}: not a regular file")
+        if st.st_nlink != 1:
+            raise AnswerRefused(f"{name}: {st.st_nlink} links to one file")
+        chunks, left = [], max_bytes + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -79,30 +119,44 @@ class RepoBox:
         self._lock = asyncio.Lock()
 
     # -- the control channel ----------------------------------------------------------------------
+    @property
+    def requests(self) -> Path:
+        return self.folder / "in"
+
+    @property
+    def answers(self) -> Path:
+        return self.folder / "out"
+
     async def _request(
         self, script: str, timeout_s: float, max_bytes: int, data: bytes | None = None
     ) -> CommandResult:
         async with self._lock:
             rid = uuid.uuid4().hex
-            req = self.folder / "req" / rid
-            paths = [req.with_suffix(s) for s in (".sh", ".limits", ".out", ".rc", ".data")]
+            written = [self.requests / f"{rid}{s}" for s in (".sh", ".limits", ".data")]
+            answers = [f"{rid}{s}" for s in (".out", ".rc", ".rc.tmp")]
             try:
                 if data is not None:
-                    req.with_suffix(".data").write_bytes(data)
-                req.with_suffix(".sh").write_text(
+                    (self.requests / f"{rid}.data").write_bytes(data)
+                (self.requests / f"{rid}.sh").write_text(
                     f"cd {shlex.quote(self.spec.workdir)} || exit 97\n{script}\n"
                 )
-                blocks = max_bytes // 512 + 2  # ulimit -f counts 512-byte blocks in dash and busybox
-                req.with_suffix(".limits").write_text(f"{max(1, round(timeout_s))} {blocks}\n")
+                (self.requests / f"{rid}.limits").write_text(f"{max(1, round(timeout_s))} {max_bytes + 1}\n")
                 self._send(rid)
                 start = time.monotonic()
-                exit_code = await self._wait(req.with_suffix(".rc"), start + timeout_s + 15)
+                await self._wait(f"{rid}.rc", start + timeout_s + 15)
                 seconds = time.monotonic() - start
-                with open(req.with_suffix(".out"), "rb") as f:
-                    raw = f.read(max_bytes + 1)
+                try:
+                    exit_code = _exit_status(read_answer(self.answers, f"{rid}.rc", MAX_RC_BYTES))
+                    raw = read_answer(self.answers, f"{rid}.out", max_bytes)
+                except AnswerRefused as refused:
+                    why = f"[the box replaced this command's answer ({refused}); nothing of it was read]"
+                    return CommandResult(TAMPERED, why, False, False, seconds)
             finally:
-                for p in paths:
+                for p in written:
                     p.unlink(missing_ok=True)
+                for name in answers:  # unlink removes a link itself, never what it points to
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.answers / name)
         truncated = len(raw) > max_bytes
         output = raw[:max_bytes].decode("utf-8", errors="replace")
         if truncated:
@@ -113,7 +167,7 @@ class RepoBox:
 
     def _send(self, rid: str) -> None:
         try:  # non-blocking: with no reader (control loop gone) this fails instead of hanging
-            fd = os.open(self.folder / "requests", os.O_WRONLY | os.O_NONBLOCK)
+            fd = os.open(self.requests / "requests", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             raise SandboxDied(f"{self.id}: control loop not listening ({exc})") from exc
         try:
@@ -121,9 +175,9 @@ class RepoBox:
         finally:
             os.close(fd)
 
-    async def _wait(self, rc: Path, deadline: float) -> int:
+    async def _wait(self, rc: str, deadline: float) -> None:
         next_check = time.monotonic() + 1.0
-        while not rc.exists():
+        while not os.path.lexists(self.answers / rc):
             now = time.monotonic()
             if now > deadline:
                 raise SandboxTimeout(f"{self.id}: no answer from the control loop")
@@ -132,7 +186,6 @@ class RepoBox:
                     raise SandboxDied(f"{self.id}: the box is gone")
                 next_check = now + 1.0
             await asyncio.sleep(0.02)
-        return int(rc.read_text().strip() or "-1")
 
     # -- what agents and tasks use ----------------------------------------------------------------
     async def run(self, command: str, timeout_s: float = 30.0, max_bytes: int = MAX_OUTPUT) -> CommandResult:
@@ -143,14 +196,14 @@ class RepoBox:
         return await self._request(f"cat -- {shlex.quote(path)}", 30.0, max_bytes)
 
     async def write_file(self, path: str, content: str) -> CommandResult:
-        data = f'{CONTROL_DIR}/req/$(basename "$0" .sh).data'
+        data = f'{REQUESTS_IN_BOX}/$(basename "$0" .sh).data'
         q = shlex.quote(path)
         script = f'mkdir -p -- "$(dirname -- {q})" && cat -- "{data}" > {q}'
         return await self._request(script, 30.0, 4096, data=content.encode())
 
     async def apply_patch(self, diff: str) -> CommandResult:
         """A unified diff, relative to the workdir: `git apply` when the image has git, else `patch -p1`."""
-        data = f'{CONTROL_DIR}/req/$(basename "$0" .sh).data'
+        data = f'{REQUESTS_IN_BOX}/$(basename "$0" .sh).data'
         script = (
             f'if command -v git >/dev/null; then git apply --whitespace=nowarn -- "{data}"; '
             f'else patch -p1 --forward --batch < "{data}"; fi'
@@ -166,12 +219,14 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
     is replaced by the control loop; its user, environment and files are the task's."""
     name = f"cua-sb-{uuid.uuid4().hex[:12]}"
     folder = backend.run_dir / name
-    (folder / "req").mkdir(parents=True)
-    for d in (folder, folder / "req"):
-        d.chmod(0o777)  # the image's user, whoever it is, writes its answers here
-    os.mkfifo(folder / "requests", 0o666)
+    (folder / "in").mkdir(parents=True)  # the host's alone: read-only in the box
+    (folder / "out").mkdir()
+    (folder / "out").chmod(0o777)  # the image's user, whoever it is, writes its answers here
+    os.mkfifo(folder / "in" / "requests")
+    os.chmod(folder / "in" / "requests", 0o666)  # the loop opens it read-write, as whichever user
     volumes = {
-        str(folder): {"bind": CONTROL_DIR, "mode": "rw"},
+        str(folder / "in"): {"bind": REQUESTS_IN_BOX, "mode": "ro"},
+        str(folder / "out"): {"bind": ANSWERS_IN_BOX, "mode": "rw"},
         str(CONTROL_SCRIPT): {"bind": CONTROL_SCRIPT_IN_BOX, "mode": "ro"},
         **{m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
     }
@@ -185,15 +240,23 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
             working_dir=spec.workdir,
             environment=dict(spec.env),
             volumes=volumes,
+            tmpfs={OUTPUT_TMPFS_IN_BOX: f"size={OUTPUT_TMPFS_SIZE},mode=1777"},
         )
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
         raise SandboxStartError(f"{name}: could not start image {spec.image!r}: {exc}") from exc
     deadline = time.monotonic() + start_timeout_s
-    while not (folder / "ready").exists():
+    while not os.path.lexists(folder / "out" / "ready"):
         if time.monotonic() > deadline or not backend.is_running(name):
             logs = backend.logs(name)
             backend.remove_sync(name)
             raise SandboxStartError(f"{name}: the control loop did not start in {spec.image!r}:\n{logs}")
         time.sleep(0.05)
     return RepoBox(name, backend, spec, folder)
+
+
+def _exit_status(raw: bytes) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise AnswerRefused(f"exit status {raw[:MAX_RC_BYTES]!r} is not a number") from None

@@ -1,21 +1,29 @@
 #!/bin/sh
 # The control loop of a repository box (sandbox/repo/box.py is the host side). It runs as the box's main
-# process in the task's own image, which needs only a POSIX shell and `timeout` (coreutils or busybox):
-# no exec per request (podman exec is slow and leaks conmon processes), no network.
+# process in the task's own image, which needs only a POSIX shell, `timeout` and `head` (coreutils or
+# busybox): no exec per request (podman exec is slow and leaks conmon processes), no network.
 #
-# /run/cua is a host folder. The host writes a request <id>: req/<id>.sh (the script), req/<id>.limits
-# ("<timeout_s> <max_output_blocks>"), then the line "<id>" into the FIFO `requests`. The loop runs the
-# script in the task's workdir with no stdin, stdout+stderr to req/<id>.out (capped by `ulimit -f`, so a
-# runaway writer is stopped, and no pipe keeps the loop waiting on a background job), then writes the exit
-# status to req/<id>.rc atomically. The host removes the files.
-dir=/run/cua
-exec 3<>"$dir/requests"  # read-write: the FIFO never reports end-of-file between requests
-: > "$dir/ready"
+# Two host folders. /run/cua/in is read-only here: the host writes a request <id> there (<id>.sh, the script;
+# <id>.limits, "<timeout_s> <output_bytes>"; <id>.data, a file's content), then the line "<id>" into the FIFO
+# `requests`. /run/cua/out takes the answer: <id>.out, the first <output_bytes> of the script's stdout and
+# stderr, then <id>.rc, its exit status, renamed into place last. The host trusts neither (box.py).
+# The script's whole output goes to /run/cua-tmp, a private tmpfs of limited size: only the output is capped,
+# never a file the script writes, and a background job that keeps writing holds no request up.
+in=/run/cua/in
+out=/run/cua/out
+log=/run/cua-tmp/output
+exec 3<>"$in/requests"  # read-write: the FIFO never reports end-of-file between requests
+: > "$out/ready"
 while read -r id <&3; do
   case "$id" in *[!A-Za-z0-9]* | "") continue ;; esac
-  req="$dir/req/$id"
-  read -r seconds blocks < "$req.limits"
-  (ulimit -f "$blocks"; exec timeout -k 2 "$seconds" sh "$req.sh") < /dev/null > "$req.out" 2>&1
-  echo "$?" > "$req.rc.tmp"
-  mv "$req.rc.tmp" "$req.rc"
+  read -r seconds bytes < "$in/$id.limits"
+  rm -f "$log"
+  timeout -k 2 "$seconds" sh "$in/$id.sh" < /dev/null > "$log" 2>&1
+  rc=$?
+  # <>: whatever the command left at these names (a FIFO, a link) neither blocks the loop nor is removed;
+  # the host refuses an answer that is not the plain file written here
+  head -c "$bytes" "$log" 1<> "$out/$id.out"
+  rm -f "$log"
+  echo "$rc" 1<> "$out/$id.rc.tmp"
+  mv -f "$out/$id.rc.tmp" "$out/$id.rc"
 done
