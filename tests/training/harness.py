@@ -152,24 +152,25 @@ def start_training(
     return Training(training_command(args, config, ranks), log)
 
 
-def hung(proc: Training, log: Path, waited_s: float, what: str = "end") -> AssertionError:
+def hung(proc: Training, waited_s: float, what: str = "end") -> AssertionError:
     """A run that did not get somewhere in time: its processes print their stacks (SIGUSR1, registered by
-    the ranks; a process without the handler just ends), then all are killed, and the error carries the
-    log's end with the stacks, so that a hang in CI shows where each rank waited."""
-    for pid in proc.pids:
+    the ranks; the ranks first, the launcher last: without the handler it just ends, and its ranks with it),
+    then all are killed, and the error carries the log's end with the stacks, so that a hang in CI shows
+    where each rank waited."""
+    for pid in [*(proc.pids - {proc.pid}), proc.pid]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGUSR1)
     time.sleep(3)
     proc.kill_all()
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-250:])
-    return AssertionError(f"the run did not {what} in {waited_s:.0f}s; the end of {log}:\n{tail}")
+    tail = "\n".join(proc.log.read_text(errors="replace").splitlines()[-250:])
+    return AssertionError(f"the run did not {what} in {waited_s:.0f}s; the end of {proc.log}:\n{tail}")
 
 
 def wait_training(proc: Training, log: Path, start: float, timeout_s: float = RUN_TIMEOUT_S) -> Run:
     try:
         rc = proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
-        raise hung(proc, log, timeout_s) from None
+        raise hung(proc, timeout_s) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
@@ -301,7 +302,7 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen) -> 
         assert proc.poll() is None, f"the run exited ({proc.returncode}) before {what}"
         if time.monotonic() >= deadline:
             if isinstance(proc, Training):
-                raise hung(proc, proc.log, timeout_s, f"reach {what}")
+                raise hung(proc, timeout_s, f"reach {what}")
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
 

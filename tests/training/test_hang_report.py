@@ -1,6 +1,7 @@
 """A rank that hangs can be asked where it waits: `kill -USR1 <pid>` prints every thread's stack to its stderr
 and the rank goes on (cua_agent/train/job.py registers it with the stop signals). The test harness relies on
-it: a run that misses its deadline fails with the stacks of its ranks in the message (harness.hung)."""
+it: a run that misses its deadline fails with the stacks of its ranks in the message (harness.hung). Two
+ranks under torchrun, as users launch several."""
 
 from __future__ import annotations
 
@@ -25,16 +26,18 @@ print("ready", flush=True)
 """
 
 
-def test_a_hung_run_is_reported_with_every_threads_stack_and_killed(tmp_path: Path):
-    log = tmp_path / "run.log"
-    proc = Training([sys.executable, "-c", STUCK], log)
+def test_a_hung_run_is_reported_with_every_ranks_stacks_and_killed(tmp_path: Path):
+    log, script = tmp_path / "run.log", tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    proc = Training([*torchrun, str(script)], log)
     try:
-        wait_for(lambda: "ready" in log.read_text(), 120, "its start", proc)
+        wait_for(lambda: log.read_text().count("ready") == 2, 180, "both ranks' start", proc)
         time.sleep(0.5)
-        error = hung(proc, log, 1.0)
-        message = str(error)
+        message = str(hung(proc, 1.0))
         assert "the run did not end in 1s" in message
-        assert "in wait_in_a_collective" in message, message  # the stuck thread's frame, by name
+        # the stuck thread's frame, by name, once per rank (the two ranks' dumps may interleave in the log)
+        assert message.count("wait_in_a_collective") == 2, message
         assert proc.wait(10) is not None
     finally:
         proc.kill_all()
