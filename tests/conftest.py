@@ -58,16 +58,21 @@ def warm_server(artefacts: Path) -> VLLMProcess:
         yield servers["warm"]
 
 
-@pytest.fixture(scope="session")
-def qwen3_vl_lora_server(artefacts: Path) -> VLLMProcess:
-    """The untied tiny Qwen3-VL serving LoRA adapters up to the 32B config's rank (16). Its users leave no
-    adapter of theirs loaded."""
-    proc = start_vllm(QWEN3_VL_MODELS["untied"], artefacts, lora=(16, 5))
+def lora_server(model: Path, artefacts: Path, rank: int, loras: int):
+    """A server of `model` that serves LoRA adapters up to `rank`, `loras` at once; stopped after."""
+    proc = start_vllm(model, artefacts, lora=(rank, loras))
     try:
         proc.wait_healthy(SERVER_START_TIMEOUT_S)
         yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def qwen3_vl_lora_server(artefacts: Path) -> VLLMProcess:
+    """The untied tiny Qwen3-VL serving LoRA adapters up to the 32B config's rank (16). Its users leave no
+    adapter of theirs loaded."""
+    yield from lora_server(QWEN3_VL_MODELS["untied"], artefacts, 16, 5)
 
 
 @pytest.fixture

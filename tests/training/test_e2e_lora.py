@@ -26,9 +26,10 @@ from cua_agent.inference.adapter_sync import (
 )
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.errors import WeightUpdateError
-from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, start_vllm
+from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
-from tests.conftest import SERVER_START_TIMEOUT_S, _engine
+from tests.conftest import _engine
+from tests.conftest import lora_server as shared_lora_server
 from tests.inference.reference import PARITY_TOL, HFReference, chat_messages, max_abs_diff, screenshot
 
 pytestmark = pytest.mark.slow
@@ -36,20 +37,11 @@ RANK = 8
 STEPS = 3
 
 
-def _lora_server(model: Path, artefacts: Path):
-    proc = start_vllm(model, artefacts, lora=(RANK, 4))
-    try:
-        proc.wait_healthy(SERVER_START_TIMEOUT_S)
-        yield proc
-    finally:
-        proc.stop()
-
-
 @pytest.fixture(scope="module")
 def lora_server(artefacts: Path):
     """A server of the untied tiny model that serves LoRA adapters up to rank RANK (its own: the shared ones
     do not serve adapters)."""
-    yield from _lora_server(MODELS["untied"], artefacts)
+    yield from shared_lora_server(MODELS["untied"], artefacts, RANK, 4)
 
 
 def random_adapter(model: torch.nn.Module, out: Path, rank: int = RANK, seed: int = 0) -> PeftModel:
