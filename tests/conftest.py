@@ -21,6 +21,14 @@ def sandbox_setup() -> None:
     subprocess.run(["bash", str(setup)], check=True, stdin=subprocess.DEVNULL)
 
 
+@pytest.fixture(autouse=True)
+def _sandbox_setup_for_slow_tests(request: pytest.FixtureRequest) -> None:
+    """A slow test drives real components, boxes among them: it gets the sandbox setup (the podman
+    service above all) whether or not an earlier test of the session started it."""
+    if request.node.get_closest_marker("slow") is not None:
+        request.getfixturevalue("sandbox_setup")
+
+
 @pytest.fixture(scope="session")
 def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("artefacts")

@@ -291,8 +291,9 @@ def test_cua_grpo_multinode_over_two_ray_nodes(vllm_servers, artefacts: Path, tm
     second = start_vllm(MODELS["untied"], artefacts)  # the second node's server: the same model
     cluster = LocalRayCluster()
     try:
-        second.wait_healthy(SERVER_START_TIMEOUT_S)
+        # the Ray nodes start while the second server loads (about half a minute of two cores either way)
         nodes = [cluster.start_node("head", cpus=1, gpus=1), cluster.start_node("worker", cpus=1, gpus=1)]
+        second.wait_healthy(SERVER_START_TIMEOUT_S)
         with TrainerWatch() as watch:
             r = rehearse(
                 "configs/cua_grpo_multinode.yaml", Stack([first.address, second.address], cluster), tmp_path
