@@ -52,8 +52,9 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     task_reward: float | None = None
     format_failures: int = 0
-    status: str = "running"  # done | task_done | max_turns | parse_failure | infra_error
+    status: str = "running"  # done | task_done | max_turns | parse_failure | box_broken | infra_error
     error: str | None = None
+    verdict: str | None = None  # why the task scored what it did, where it says (a repository's tests)
     wall_s: float = 0.0
 
     @property

@@ -101,6 +101,7 @@ class RolloutRecorder:
                 "status": ep.status,
                 "error": ep.error,
                 "task_reward": ep.task_reward,
+                **({"verdict": ep.verdict} if ep.verdict else {}),
                 "format_failures": ep.format_failures,
                 "advantage": advantage_of.get(id(ep)),
                 "wall_s": round(ep.wall_s, 3),

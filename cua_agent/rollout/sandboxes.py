@@ -4,7 +4,8 @@ resort that removes this process's boxes when an orderly shutdown did not finish
 
 Repository boxes (terminal agent) are started per episode from the task's own image (in about 0.2 s, so
 none is kept warm) on the run's first Docker endpoint, at most `sandbox.max_concurrency` at once beside
-the pool's desktops."""
+the pool's desktops; each episode's tests run in one more, fresh box (scoring boxes: as many again at
+most, and never waiting on an episode's slot, which the episode holds while it is scored)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sandbox.aio import finish
 from sandbox.backends import make_backend
 from sandbox.backends.routed import RoutedBackend
 from sandbox.base import Backend, SandboxSpec
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
-from sandbox.repo.box import RepoBox, RepoSpec, start_repo_box
+from sandbox.repo.box import RepoBox, RepoSpec, repo_box
 
 
 class RolloutSandboxes:
@@ -34,6 +34,7 @@ class RolloutSandboxes:
         self._lock: asyncio.Lock | None = None
         self._repo_backend: Any = None  # a DockerBackend, made on the first repository box
         self._repo_slots: asyncio.Semaphore | None = None
+        self._scoring_slots: asyncio.Semaphore | None = None
 
     def spec_for(self, row: dict[str, Any]) -> SandboxSpec:
         """The box a task row needs: its `sandbox` block (backend, image, resources) over the run's defaults."""
@@ -75,17 +76,22 @@ class RolloutSandboxes:
         """A repository box for one episode, removed after it whatever happens."""
         if self._repo_slots is None:
             self._repo_slots = asyncio.Semaphore(self.config.max_concurrency)
-        async with self._repo_slots:
-            if self._repo_backend is None:
-                hosts = self.config.docker_hosts
-                self._repo_backend = make_backend(
-                    "docker", docker_hosts=hosts[:1], run_id=f"{os.getpid()}-repo"
-                )
-            box = await asyncio.to_thread(start_repo_box, self._repo_backend, spec)
-            try:
-                yield box
-            finally:  # to its end: a cancelled episode must not leave its box
-                await finish(box.close())
+        async with self._repo_slots, repo_box(self._docker(), spec) as box:
+            yield box
+
+    @contextlib.asynccontextmanager
+    async def scoring_box(self, spec: RepoSpec) -> AsyncIterator[RepoBox]:
+        """A fresh box of the same image for an episode's tests, removed after them."""
+        if self._scoring_slots is None:
+            self._scoring_slots = asyncio.Semaphore(self.config.max_concurrency)
+        async with self._scoring_slots, repo_box(self._docker(), spec) as box:
+            yield box
+
+    def _docker(self) -> Any:
+        if self._repo_backend is None:
+            hosts = self.config.docker_hosts
+            self._repo_backend = make_backend("docker", docker_hosts=hosts[:1], run_id=f"{os.getpid()}-repo")
+        return self._repo_backend
 
     def preflight(self) -> None:
         """Fail fast, naming the cause, when the sandbox backend cannot be reached: otherwise every episode

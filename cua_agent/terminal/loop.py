@@ -4,8 +4,10 @@ runs out of turns; then the task's tests score the repository.
 The same failure rules as the GUI loop (cua_agent/episode/loop.py): an output with no valid tool call is
 a format failure (a penalised no-op turn, or the end of the episode with `on_parse_failure: end`); a
 command that fails or hangs is the agent's business (its output and exit status, or the timeout, are the
-observation); a box that dies, a server that fails, a timeout of the whole episode are infrastructure
-failures (status "infra_error": the workflow drops the episode, never scores it 0).
+observation); so is a box it breaks (killed from inside, or its control loop silenced): status
+"box_broken", reward 0, never a way out of a 0. A box the engine lost, a server that fails, a timeout of
+the whole episode are infrastructure failures (status "infra_error": the workflow drops the episode, never
+scores it 0). The tests run in a fresh box on the agent's diff (sandbox/repo/scoring.py).
 
 Prompt: the system prompt (tools), the issue, then one assistant/user pair per turn (the model's output
 verbatim; the tool's output cut at `observation_chars`). Over `max_prompt_tokens`, the oldest pairs are
@@ -26,7 +28,8 @@ from cua_agent.episode.turn import Turn
 from cua_agent.terminal.tools import ToolCall, ToolCallError, parse_tool_call, system_prompt
 from sandbox.errors import SandboxError
 from sandbox.repo.box import CommandResult, RepoBox
-from sandbox.repo.tasks import RepoTask, RepoTaskFiles, score
+from sandbox.repo.scoring import FreshBox, broken, score
+from sandbox.repo.tasks import RepoTask, RepoTaskFiles
 
 
 @dataclass(frozen=True)
@@ -89,20 +92,24 @@ def build_messages(
 
 async def run_terminal_episode(
     box: RepoBox,
+    fresh_box: FreshBox,
     client: ChatClient,
     task: RepoTask,
     seed: int,
     cfg: TerminalConfig,
     count_tokens: TokenCounter | None = None,
 ) -> Episode:
-    """One episode on a started repository box. Never raises for model or infrastructure failures."""
+    """One episode on a started repository box, scored in one from `fresh_box()`. Never raises for model
+    or infrastructure failures."""
     ep = Episode(task_id=task.task_id, seed=seed, instruction=task.issue)
-    return await play_guarded(ep, _loop(ep, box, client, task, cfg, count_tokens), cfg.episode_timeout_s)
+    loop = _loop(ep, box, fresh_box, client, task, cfg, count_tokens)
+    return await play_guarded(ep, loop, cfg.episode_timeout_s)
 
 
 async def _loop(
     ep: Episode,
     box: RepoBox,
+    fresh_box: FreshBox,
     client: ChatClient,
     task: RepoTask,
     cfg: TerminalConfig,
@@ -128,12 +135,22 @@ async def _loop(
             ep.status = "done"
             break
         t1 = time.monotonic()
-        result = await execute(box, tool, cfg)
+        try:
+            result = await execute(box, tool, cfg)
+        except SandboxError as exc:
+            if (why := await broken(box, exc)) is None:
+                raise
+            ep.turns.append(
+                Turn(call, tool, "box_broken", model_s, time.monotonic() - t1, observation=str(why))
+            )
+            ep.status, ep.error, ep.task_reward = "box_broken", str(why), 0.0
+            return
         observation = _cut(result.observation(), cfg.observation_chars)
         ep.turns.append(Turn(call, tool, "ok", model_s, time.monotonic() - t1, observation=observation))
     else:
         ep.status = "max_turns"
-    ep.task_reward = (await score(box, task.tests)).reward
+    verdict = await score(box, task.tests, fresh_box)
+    ep.task_reward, ep.verdict = verdict.reward, verdict.reason
 
 
 async def play_row(
@@ -148,6 +165,7 @@ async def play_row(
     task = tasks.task(row)
     try:
         async with sandboxes.repo_box(task.spec) as box:
-            return await run_terminal_episode(box, client, task, int(row["seed"]), cfg, count_tokens)
+            fresh = lambda: sandboxes.scoring_box(task.spec)  # noqa: E731
+            return await run_terminal_episode(box, fresh, client, task, int(row["seed"]), cfg, count_tokens)
     except SandboxError as exc:  # the box did not start
         return Episode(task.task_id, int(row["seed"]), status="infra_error", error=f"repo box: {exc}")

@@ -18,6 +18,8 @@ import os
 import shutil
 import time
 import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,35 @@ class DockerBackend(Backend):
         except docker.errors.NotFound:
             return False
 
+    def state(self, box_id: str) -> BoxState | None:
+        """How the box stands; None once the engine no longer has it."""
+        import docker.errors
+
+        try:
+            st = self.docker.api.inspect_container(box_id)["State"]
+        except docker.errors.APIError as exc:
+            if _gone(exc):
+                return None
+            raise
+        if st.get("Status") == "running":
+            return BoxState(True, "running")
+        oom = ", out of memory" if st.get("OOMKilled") else ""
+        how = f"{st.get('Status')} with code {st.get('ExitCode')}{oom}"
+        return BoxState(False, how, self._killed_through_engine(box_id, st.get("StartedAt") or ""))
+
+    def _killed_through_engine(self, box_id: str, started_at: str) -> bool:
+        """Whether an engine client (an operator, a reaper) killed the box: the engine logs a `kill` event
+        for that, none for processes that die inside it (RFC 3339 `StartedAt`, to the second)."""
+        try:
+            since = datetime.strptime(started_at[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            since = time.time() - 86400
+        events = self.docker.api.events(
+            since=int(since) - 1, until=int(time.time()) + 1, filters={"container": box_id, "event": "kill"},
+            decode=True,
+        )  # fmt: skip
+        return any(True for _ in events)
+
     def logs(self, box_id: str) -> str:
         import docker.errors
 
@@ -213,6 +244,13 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         self.docker.close()
+
+
+@dataclass(frozen=True)
+class BoxState:
+    running: bool
+    how: str  # "running", "exited with code 137, out of memory"
+    killed_through_engine: bool = False  # by an operator or a reaper, not by what ran in the box
 
 
 def _gone(exc: Exception) -> bool:

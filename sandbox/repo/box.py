@@ -1,11 +1,12 @@
 """Repository boxes: a task's own image (any image with a POSIX shell; no X server), isolated like the
 desktop boxes (no network, no capabilities, limits, owner labels, reaped the same way), driven through
 control.sh over a host folder: run a command with a timeout and an output cap, read and write files,
-apply a patch, run the task's tests.
+apply a patch.
 
 Failures keep their meaning: a command that fails, hangs (cut at its timeout) or floods its output is
-the agent's business (a CommandResult says so); a box that is gone or stops answering is an
-infrastructure failure (SandboxDied / SandboxTimeout), never a reward of 0.
+the agent's business (a CommandResult says so); a box that is gone or stops answering raises
+(SandboxDied / SandboxTimeout), and `state()` tells whose doing it was (sandbox/repo/scoring.py: a box
+broken from inside is the policy's 0, one the engine killed or lost is an infrastructure failure).
 
 Everything in a box is hostile (the model has a shell there). The host writes requests into a folder the
 box can only read, and reads answers from the one it writes without following links: an answer must be a
@@ -24,15 +25,16 @@ import shutil
 import stat
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox.aio import finish
 from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
 
 if TYPE_CHECKING:
-    from sandbox.backends.docker import DockerBackend
+    from sandbox.backends.docker import BoxState, DockerBackend
 
 CONTROL_SCRIPT = Path(__file__).with_name("control.sh")
 REQUESTS_IN_BOX = "/run/cua/in"  # the host's requests: read-only in the box
@@ -201,14 +203,18 @@ class RepoBox:
         script = f'mkdir -p -- "$(dirname -- {q})" && cat -- "{data}" > {q}'
         return await self._request(script, 30.0, 4096, data=content.encode())
 
-    async def apply_patch(self, diff: str) -> CommandResult:
+    async def apply_patch(self, diff: str | bytes) -> CommandResult:
         """A unified diff, relative to the workdir: `git apply` when the image has git, else `patch -p1`."""
         data = f'{REQUESTS_IN_BOX}/$(basename "$0" .sh).data'
         script = (
             f'if command -v git >/dev/null; then git apply --whitespace=nowarn -- "{data}"; '
             f'else patch -p1 --forward --batch < "{data}"; fi'
         )
-        return await self._request(script, 60.0, 8192, data=diff.encode())
+        return await self._request(script, 60.0, 8192, data=diff.encode() if isinstance(diff, str) else diff)
+
+    async def state(self) -> BoxState | None:
+        """How the box stands in its engine; None when the engine no longer has it."""
+        return await asyncio.to_thread(self.backend.state, self.id)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.remove_sync, self.id)
@@ -253,6 +259,16 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
             raise SandboxStartError(f"{name}: the control loop did not start in {spec.image!r}:\n{logs}")
         time.sleep(0.05)
     return RepoBox(name, backend, spec, folder)
+
+
+@contextlib.asynccontextmanager
+async def repo_box(backend: DockerBackend, spec: RepoSpec) -> AsyncIterator[RepoBox]:
+    """A started repository box, removed after whatever happens (a cancellation included)."""
+    box = await asyncio.to_thread(start_repo_box, backend, spec)
+    try:
+        yield box
+    finally:
+        await finish(box.close())
 
 
 def _exit_status(raw: bytes) -> int:

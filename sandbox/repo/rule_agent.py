@@ -4,7 +4,7 @@
 
 For each task with a reference `solution`, it starts the task's box, reads the files the patch touches,
 applies the patch and shows the diff, all through the box's public API (what a model's tools call), then
-scores the box with the task's tests. It writes DIR/report.json and one line per episode to
+scores its work as an episode is scored (its diff, in a fresh box, by the task's tests). It writes DIR/report.json and one line per episode to
 DIR/episodes.log, and exits 1 when a task is not solved.
 """
 
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.backends.docker import DockerBackend
-from sandbox.repo.box import RepoBox, start_repo_box
-from sandbox.repo.tasks import SAMPLE_TASKS, RepoTask, load_repo_tasks, score
+from sandbox.repo.box import RepoBox, repo_box
+from sandbox.repo.scoring import score
+from sandbox.repo.tasks import SAMPLE_TASKS, RepoTask, load_repo_tasks
 
 
 def touched_files(diff: str) -> list[str]:
@@ -46,17 +47,13 @@ async def solve(box: RepoBox, task: RepoTask) -> list[dict[str, Any]]:
 async def episode(backend: DockerBackend, task: RepoTask) -> dict[str, Any]:
     start = time.monotonic()
     line: dict[str, Any] = {"task_id": task.task_id}
-    box = None
     try:
-        box = await asyncio.to_thread(start_repo_box, backend, task.spec)
-        line["steps"] = await solve(box, task)
-        verdict = await score(box, task.tests)
-        line.update(status="scored", reward=verdict.reward, tests_exit_code=verdict.result.exit_code)
+        async with repo_box(backend, task.spec) as box:
+            line["steps"] = await solve(box, task)
+            verdict = await score(box, task.tests, lambda: repo_box(backend, task.spec))
+        line.update(status="scored", reward=verdict.reward, verdict=verdict.reason)
     except Exception as exc:  # an infrastructure failure: reported apart, never a reward
         line.update(status="infra_error", error=f"{type(exc).__name__}: {exc}")
-    finally:
-        if box is not None:
-            await box.close()
     line["seconds"] = round(time.monotonic() - start, 2)
     return line
 

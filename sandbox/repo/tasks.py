@@ -9,15 +9,20 @@
                "files": {"tests/test_ops.py": "checks/calc-add/test_ops.py"}},
      "solution": "solutions/calc-add.diff"}
 
-`tests` decide the reward: its `files` (host paths relative to the task file; box paths relative to the
-workdir) are copied into the box when the episode is scored, over whatever the agent wrote there, then
-`command` runs in the workdir: exit status 0 is reward 1, anything else 0. `solution` (optional) is a
-reference patch for the scripted rule agent.
+`tests` decide the reward, in a fresh box of the image with the agent's diff applied
+(sandbox/repo/scoring.py): its `files` (host paths relative to the task file; box paths relative to the
+workdir) are copied in over whatever the diff wrote there, then `command` runs in the workdir. With
+`expected` (test id -> PASSED, FAILED, ERROR, SKIPPED, XFAIL or XPASS) and `report` ("unittest" for
+`python -m unittest -v`, "pytest" for `pytest -rA`), the reward is 1 when every named test has its
+expected outcome in the runner's report, R2E-Gym's rule: the tests the fix must turn to passing, those
+that must keep passing, and those that fail before and after it. Without `expected`, exit status 0 is
+reward 1. The workdir must be a git repository at the image's commit (R2E-Gym's and SWE-bench's images
+are). `solution` (optional) is a reference patch for the scripted rule agent.
 
-`r2e_ds_json` (a path, relative to the task file, to one R2E-Gym dataset entry) fills `docker_image` and
-`issue` (its `problem_statement`) and defaults `workdir` to /testbed; the row still names `tests.command`
-(R2E-Gym scores by comparing per-test outcomes with the entry's expected output, which is not
-reproduced here). Errors name the file, line and field.
+`r2e_ds_json` (a path, relative to the task file, to one R2E-Gym dataset entry) fills `docker_image`,
+`issue` (its `problem_statement`) and `tests.expected` (its `expected_output_json`, read with the pytest
+report), and defaults `workdir` to /testbed; the row still names `tests.command`. Errors name the file,
+line and field.
 """
 
 from __future__ import annotations
@@ -30,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.repo.box import Mount, RepoSpec
+from sandbox.repo.reports import OUTCOMES, RUNNERS
 from sandbox.tasks import SPLITS, TaskSpecError, jsonl_rows
 
 TOP_FIELDS = {"task_id", "split", "max_steps", "issue", "sandbox", "tests", "solution", "r2e_ds_json", "tags"}
 SANDBOX_FIELDS = {"backend", "docker_image", "workdir", "mounts", "env", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids"}
-TEST_FIELDS = {"command", "timeout_s", "files"}
+TEST_FIELDS = {"command", "timeout_s", "files", "expected", "report"}
 _TASK_ID = re.compile(r"^repo/[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -44,6 +50,8 @@ class RepoTests:
     command: str
     timeout_s: float = 120.0
     files: tuple[tuple[str, Path], ...] = ()  # (path in the box, relative to the workdir; host file)
+    expected: Mapping[str, str] = field(default_factory=dict, hash=False)  # test id -> outcome; {}: exit 0
+    report: str = "unittest"  # the runner whose report `expected` is read from
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,20 @@ def _pos_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
 
 
+def _r2e_expected(row: _Row, entry: dict[str, Any], path: Path) -> dict[str, str]:
+    """An R2E-Gym entry's `expected_output_json` (a JSON string, or an object), its keys cut at " - " as
+    R2E-Gym cuts them (pytest's parametrised ids can carry a description there)."""
+    raw = entry.get("expected_output_json")
+    if raw is None:
+        return {}
+    try:
+        found = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as exc:
+        raise row.fail("r2e_ds_json", f"{path}: expected_output_json is not JSON: {exc}") from None
+    row.check(isinstance(found, dict), "r2e_ds_json", f"{path}: expected_output_json must be an object")
+    return {str(k).split(" - ")[0]: v for k, v in found.items()}
+
+
 def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
     if not isinstance(obj, dict):
         raise TaskSpecError(f"{where}: a task must be a JSON object, got {type(obj).__name__}")
@@ -120,6 +142,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
     )
 
     source: dict[str, Any] = {}
+    r2e_expected: dict[str, str] = {}
     image, issue, workdir = sb.get("docker_image"), obj.get("issue"), sb.get("workdir")
     if "r2e_ds_json" in obj:
         path = row.host_file(obj["r2e_ds_json"], "r2e_ds_json")
@@ -136,6 +159,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
         issue = issue or entry.get("problem_statement")
         workdir = workdir or "/testbed"
         source = {k: entry[k] for k in ("repo_name", "commit_hash", "docker_image") if k in entry}
+        r2e_expected = _r2e_expected(row, entry, path)
     row.check(isinstance(image, str) and image != "", "sandbox.docker_image", "is required (or r2e_ds_json)")
     row.check(
         isinstance(issue, str) and issue.strip() != "", "issue", "must be a non-empty string (or r2e_ds_json)"
@@ -188,10 +212,26 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
     row.check(_pos_num(t.get("timeout_s", 1)), "tests.timeout_s", "must be a positive number of seconds")
     files = t.get("files", {})
     row.check(isinstance(files, dict), "tests.files", "must map paths in the box to host files")
+    expected = t.get("expected", r2e_expected)
+    row.check(
+        isinstance(expected, dict)
+        and all(isinstance(k, str) and k and v in OUTCOMES for k, v in expected.items()),
+        "tests.expected",
+        f"must map test ids to one of {OUTCOMES}",
+    )
+    report = t.get("report", "pytest" if r2e_expected else "unittest")
+    row.check(report in RUNNERS, "tests.report", f"must be one of {RUNNERS}, got {report!r}")
+    row.check(
+        "report" not in t or bool(expected),
+        "tests.report",
+        "is read only with tests.expected, which is empty",
+    )
     tests = RepoTests(
         command=t["command"],
         timeout_s=float(t.get("timeout_s", 120.0)),
         files=tuple((dst, row.host_file(src, f"tests.files.{dst}")) for dst, src in files.items()),
+        expected=dict(expected),
+        report=report,
     )
     solution = row.host_file(obj["solution"], "solution") if "solution" in obj else None
     tags = obj.get("tags", [])
@@ -219,24 +259,6 @@ def load_repo_tasks(path: str | Path, split: str | None = None) -> list[RepoTask
 
 
 SAMPLE_TASKS = Path(__file__).with_name("samples") / "tasks.jsonl"
-
-
-@dataclass(frozen=True)
-class Score:
-    reward: float
-    result: Any  # the tests' CommandResult (output, exit code, timed out)
-
-
-async def score(box: Any, tests: RepoTests) -> Score:
-    """The task's verdict on the box as the agent left it: the tests' files copied in (over anything the
-    agent wrote there), then the command; exit status 0 is reward 1. A box that is gone raises
-    (an infrastructure failure), it never scores 0."""
-    for dst, src in tests.files:
-        wrote = await box.write_file(dst, src.read_text())
-        if wrote.exit_code != 0:
-            return Score(0.0, wrote)  # the agent made the path unwritable (e.g. a directory there)
-    result = await box.run(tests.command, timeout_s=tests.timeout_s)
-    return Score(1.0 if result.exit_code == 0 and not result.timed_out else 0.0, result)
 
 
 def is_repo_task_file(path: str | Path) -> bool:

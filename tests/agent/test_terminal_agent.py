@@ -23,7 +23,7 @@ from cua_agent.inference.model_call import ModelCall
 from cua_agent.rollout.recorder import RolloutRecorder
 from cua_agent.terminal.loop import TerminalConfig, build_messages, run_terminal_episode
 from cua_agent.terminal.tools import ToolCall, ToolCallError, format_tool_call, parse_tool_call
-from sandbox.repo.box import start_repo_box
+from sandbox.repo.box import repo_box, start_repo_box
 from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks
 
 TASKS = {t.task_id: t for t in load_repo_tasks(SAMPLE_TASKS)}
@@ -132,6 +132,10 @@ async def calc_box(sandbox_setup, docker_backend):
     assert docker_backend.list_boxes(run_id=docker_backend.run_id) == []
 
 
+def fresh_calc(backend):
+    return lambda: repo_box(backend, CALC.spec)
+
+
 @pytest.fixture(scope="module")
 def docker_backend():
     from sandbox.backends.docker import DockerBackend
@@ -141,7 +145,7 @@ def docker_backend():
     backend.close()
 
 
-async def test_an_episode_that_fixes_the_bug_scores_1(calc_box, tmp_path):
+async def test_an_episode_that_fixes_the_bug_scores_1(calc_box, docker_backend, tmp_path):
     model = Scripted(
         [
             call("read_file", path="calc/ops.py"),
@@ -150,8 +154,9 @@ async def test_an_episode_that_fixes_the_bug_scores_1(calc_box, tmp_path):
             call("submit"),
         ]
     )
-    ep = await run_terminal_episode(calc_box, model, CALC, 0, TerminalConfig())
+    ep = await run_terminal_episode(calc_box, fresh_calc(docker_backend), model, CALC, 0, TerminalConfig())
     assert (ep.status, ep.task_reward, ep.format_failures) == ("done", 1.0, 0), ep.error
+    assert ep.verdict == "all 2 named tests as expected"  # scored in a fresh box, from the agent's diff
     assert "return a - b" in ep.turns[0].observation and ep.turns[2].observation == "5\n\n[exit code 0]"
     assert model.prompts[-1][-1] == {"role": "user", "content": ep.turns[2].observation}  # the model read it
     assert [t.wire["tool"] for t in ep.turns] == ["read_file", "apply_patch", "run", "submit"]
@@ -182,10 +187,10 @@ def viewer_page(folder, path: str) -> str:
         proc.wait(timeout=10)
 
 
-async def test_a_hanging_command_and_malformed_output_do_not_end_the_episode(calc_box):
+async def test_a_hanging_command_and_malformed_output_do_not_end_the_episode(calc_box, docker_backend):
     model = Scripted(["no idea", call("run", command="sleep 600"), call("run", command="echo still here")])
     cfg = TerminalConfig(max_turns=3, command_timeout_s=2)
-    ep = await run_terminal_episode(calc_box, model, CALC, 0, cfg)
+    ep = await run_terminal_episode(calc_box, fresh_calc(docker_backend), model, CALC, 0, cfg)
     assert (ep.status, ep.task_reward, ep.format_failures) == ("max_turns", 0.0, 1)
     assert ep.turns[0].note.startswith("no valid tool call") and ep.turns[0].action is None
     assert "timed out after 2 s" in ep.turns[1].observation and ep.turns[1].env_s < 6
@@ -200,7 +205,9 @@ async def test_a_box_killed_mid_episode_is_an_infrastructure_failure(calc_box, d
             return await super().chat(messages, images)
 
     model = KillsTheBox([call("run", command="ls"), call("run", command="ls")])
-    ep = await run_terminal_episode(calc_box, model, CALC, 0, TerminalConfig(max_turns=2))
+    ep = await run_terminal_episode(
+        calc_box, fresh_calc(docker_backend), model, CALC, 0, TerminalConfig(max_turns=2)
+    )
     assert ep.status == "infra_error" and ep.task_reward is None and "SandboxDied" in ep.error, ep
 
 

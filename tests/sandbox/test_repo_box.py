@@ -16,11 +16,18 @@ import pytest
 
 from sandbox.errors import SandboxDied
 from sandbox.repo import rule_agent
-from sandbox.repo.box import RepoSpec, start_repo_box
-from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks, score
+from sandbox.repo.box import RepoSpec, repo_box, start_repo_box
+from sandbox.repo.scoring import score
+from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks
 from sandbox.tasks import TaskSpecError
 
 TASKS = {t.task_id: t for t in load_repo_tasks(SAMPLE_TASKS)}
+
+
+@pytest.fixture
+def fresh(docker_backend):
+    """fresh(task_id): what scores an episode of that task, a fresh box of its image."""
+    return lambda task_id: lambda: repo_box(docker_backend, TASKS[task_id].spec)
 
 
 @pytest.fixture
@@ -50,21 +57,23 @@ def test_the_rule_agent_solves_every_sample_task_and_writes_a_report(tmp_path, s
 
 
 @pytest.mark.parametrize("task_id", sorted(TASKS))
-async def test_the_planted_bug_fails_the_tests_until_fixed(task_id, box_of):
+async def test_the_planted_bug_fails_the_tests_until_fixed(task_id, box_of, fresh):
     """Each sample task's tests fail on the repository as shipped: the reward comes from the fix."""
-    verdict = await score(await box_of(task_id), TASKS[task_id].tests)
+    verdict = await score(await box_of(task_id), TASKS[task_id].tests, fresh(task_id))
     assert verdict.reward == 0.0 and verdict.result.exit_code != 0, verdict.result.output
+    assert "tests not as expected" in verdict.reason and "expected PASSED, got FAILED" in verdict.reason
 
 
-async def test_a_wrong_patch_scores_0_and_overwriting_the_tests_does_not_help(box_of):
+async def test_a_wrong_patch_scores_0_and_overwriting_the_tests_does_not_help(box_of, fresh):
     box = await box_of("repo/calc-add")
     wrong = TASKS["repo/calc-add"].solution.read_text().replace("a + b", "b - a")
     assert (await box.apply_patch(wrong)).exit_code == 0
     assert "b - a" in (await box.read_file("calc/ops.py")).output
     await box.write_file("tests/test_ops.py", "")  # an empty test module passes: the scorer copies its own
     assert (await box.run("python3 -m unittest -q tests.test_ops")).exit_code == 0
-    verdict = await score(box, TASKS["repo/calc-add"].tests)
+    verdict = await score(box, TASKS["repo/calc-add"].tests, fresh("repo/calc-add"))
     assert verdict.reward == 0.0 and "FAILED" in verdict.result.output
+    assert "tests.test_ops.TestOps.test_add: expected PASSED, got FAILED" in verdict.reason
 
 
 async def test_a_hanging_command_is_cut_at_its_timeout_and_the_box_keeps_working(box_of):
@@ -81,7 +90,10 @@ async def test_a_hanging_command_is_cut_at_its_timeout_and_the_box_keeps_working
     assert (ok.exit_code, ok.output, ok.timed_out) == (0, "42\n", False)
 
 
-async def test_a_killed_box_is_an_infrastructure_failure_not_a_reward(box_of, docker_backend):
+async def test_a_box_killed_by_the_engine_is_an_infrastructure_failure_not_a_reward(
+    box_of, docker_backend, fresh
+):
+    """Killed through the engine (an operator, a reaper): not the policy's doing, so no reward at all."""
     box = await box_of("repo/calc-add")
     running = asyncio.create_task(box.run("sleep 60", timeout_s=50))
     await asyncio.sleep(0.5)
@@ -89,7 +101,7 @@ async def test_a_killed_box_is_an_infrastructure_failure_not_a_reward(box_of, do
     with pytest.raises(SandboxDied):
         await asyncio.wait_for(running, 10)
     with pytest.raises(SandboxDied):
-        await score(box, TASKS["repo/calc-add"].tests)
+        await score(box, TASKS["repo/calc-add"].tests, fresh("repo/calc-add"))
 
 
 async def test_repo_boxes_are_isolated_and_labelled_like_desktop_boxes(box_of, docker_backend):

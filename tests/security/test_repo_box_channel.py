@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from sandbox.backends.docker import DockerBackend
-from sandbox.repo.box import TAMPERED, RepoBox, start_repo_box
-from sandbox.repo.tasks import SAMPLE_TASKS, RepoTests, load_repo_tasks, score
+from sandbox.repo.box import TAMPERED, RepoBox, repo_box, start_repo_box
+from sandbox.repo.scoring import score
+from sandbox.repo.tasks import SAMPLE_TASKS, RepoTests, load_repo_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -144,7 +145,8 @@ async def test_a_test_file_of_50_kb_scores_the_fix(box: RepoBox, tmp_path: Path)
     big.write_text(padding + CALC.tests.files[0][1].read_text())
     assert big.stat().st_size > 50_000
     tests: RepoTests = replace(CALC.tests, files=((CALC.tests.files[0][0], big),))
-    assert (await score(box, tests)).reward == 0.0, "the planted bug fails the tests"
+    fresh = lambda: repo_box(box.backend, CALC.spec)  # noqa: E731
+    assert (await score(box, tests, fresh)).reward == 0.0, "the planted bug fails the tests"
     assert (await box.apply_patch(CALC.solution.read_text())).exit_code == 0
-    verdict = await score(box, tests)
+    verdict = await score(box, tests, fresh)
     assert verdict.reward == 1.0, verdict.result.output

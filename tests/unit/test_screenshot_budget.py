@@ -26,7 +26,8 @@ def episode(turns: int) -> SimpleNamespace:
         call=call,
     )
     return SimpleNamespace(
-        task_id="miniwob/click-test", seed=1, instruction="i", status="task_done", error=None, task_reward=1.0,
+        task_id="miniwob/click-test", seed=1, instruction="i", status="task_done", error=None, verdict=None,
+        task_reward=1.0,
         format_failures=0, wall_s=1.0, turns=[turn] * turns,
     )  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Counting words and lines in text."""
+"""Counting words, lines and characters in text."""
 
 
 def word_count(text):
@@ -9,3 +9,8 @@ def word_count(text):
 def line_count(text):
     """The number of lines in text."""
     return len(text.splitlines())
+
+
+def char_count(text):
+    """The number of characters in text, whitespace left out."""
+    return len(text)

@@ -1,0 +1,137 @@
+"""Scoring a repository episode where the policy cannot reach, as SWE-bench and R2E-Gym harnesses do.
+
+The box the agent worked in is hostile: a process it left behind can rewrite files, answer the host's
+requests or fake the tests' exit status. So the agent's box only hands over its work, as a diff against
+the image's commit (`git diff --binary`, base64 so that any bytes travel), and the tests run in a fresh
+box of the same image: the diff applied, the task's test files copied in by the host over anything the
+diff wrote there, then the tests' command.
+
+The verdict: with `tests.expected` (R2E-Gym's expected outcome of each named test: those that must pass
+after the fix and those that must keep their outcome), every named test must have its outcome in the
+runner's report (sandbox/repo/reports.py), so an unrelated test that fails before and after the fix does
+not hold the reward at 0; without it, the command's exit status 0. Either way the code under test is the
+agent's and runs in the scoring box: what it can still do there (print a forged report line, exit 0 at
+import) is in the README's Security section.
+
+Outcomes keep their meaning: the agent's own failures (no diff, a diff too big or that does not apply, a
+box it broke) are reward 0 with the reason; the task's faults (no git repository at the workdir) and the
+infrastructure's (a box that does not start) raise.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sandbox.errors import SandboxError
+from sandbox.repo.box import CommandResult, RepoBox
+from sandbox.repo.reports import PARSERS, unmet
+
+if TYPE_CHECKING:
+    from sandbox.repo.tasks import RepoTests
+
+MAX_PATCH_BYTES = 2_000_000  # of base64 text: an agent's diff of about 1.5 MB
+MAX_REPORT_BYTES = 4_000_000  # of the tests' output, read for their outcomes
+DIFF_TIMEOUT_S = 120.0
+# Everything the agent left in the work tree (new files too, ignored ones not) against the image's commit,
+# whatever it committed on the way; no external diff driver or text conversion the agent could configure.
+DIFF_SCRIPT = (
+    'd=$(mktemp) && git add -A && git diff --cached --binary --no-ext-diff --no-textconv {base} -- > "$d" '
+    '&& base64 "$d"; rc=$?; rm -f "$d"; exit $rc'
+)
+
+FreshBox = Callable[[], AbstractAsyncContextManager[RepoBox]]
+
+
+class BoxBroken(SandboxError):
+    """A box stopped working because of what ran in it (the agent's commands, or its code under test):
+    the policy's failure, scored 0, unlike a box the infrastructure lost."""
+
+
+@dataclass(frozen=True)
+class Score:
+    reward: float
+    reason: str  # why, in a line
+    result: CommandResult | None = None  # the tests' run, when they ran
+
+
+async def broken(box: RepoBox, exc: SandboxError) -> BoxBroken | None:
+    """`exc` (a box that died or stopped answering) as the doing of what ran in the box: its processes
+    ended (the engine logged no kill of it), or it runs with its control loop silent. None when the engine
+    killed it for a client (an operator, a reaper), no longer has it, or cannot be asked: an
+    infrastructure failure."""
+    try:
+        state = await box.state()
+    except Exception:
+        return None
+    if state is None or state.killed_through_engine:
+        return None
+    how = "it runs, with its control loop silent" if state.running else state.how
+    return BoxBroken(f"{box.id} broke ({how}) after {exc}")
+
+
+async def diff_of(box: RepoBox, base: str) -> bytes | Score:
+    """The agent's work in `box` as a binary git diff against `base`, or the reason it scores 0."""
+    try:
+        out = await box.run(DIFF_SCRIPT.format(base=base), DIFF_TIMEOUT_S, MAX_PATCH_BYTES)
+    except SandboxError as exc:
+        if (why := await broken(box, exc)) is None:
+            raise
+        return Score(0.0, f"the agent's box: {why}")
+    if out.truncated:
+        return Score(0.0, f"the agent's changes are over {MAX_PATCH_BYTES * 3 // 4} bytes")
+    if out.exit_code != 0 or out.timed_out:
+        return Score(0.0, f"no diff of the agent's work: {out.observation()[-300:]}")
+    try:
+        return base64.b64decode("".join(out.output.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return Score(0.0, "the agent's box answered the diff with something that is not base64")
+
+
+async def score(agent_box: RepoBox, tests: RepoTests, fresh_box: FreshBox) -> Score:
+    """The task's verdict on the agent's work, taken in a box from `fresh_box()` (removed after)."""
+    async with fresh_box() as box:
+        head = await box.run("git rev-parse --verify HEAD", 30.0, 200)
+        base = head.output.strip()
+        if head.exit_code != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base):
+            raise SandboxError(
+                f"{box.spec.workdir} in {box.spec.image} is not a git repository ({head.observation()[-200:]});"
+                " scoring applies the agent's diff against the image's commit"
+            )
+        diff = await diff_of(agent_box, base)
+        if isinstance(diff, Score):
+            return diff
+        try:
+            return await _test(box, diff, tests)
+        except SandboxError as exc:  # the agent's code under test can break the scoring box too
+            if (why := await broken(box, exc)) is None:
+                raise
+            return Score(0.0, f"the tests' box: {why}")
+
+
+async def _test(box: RepoBox, diff: bytes, tests: RepoTests) -> Score:
+    if diff:
+        applied = await box.apply_patch(diff)
+        if applied.exit_code != 0:
+            return Score(0.0, f"the agent's diff does not apply: {applied.observation()[-300:]}", applied)
+    for dst, src in tests.files:
+        wrote = await box.write_file(dst, src.read_text())
+        if wrote.exit_code != 0:  # the diff made the path unwritable (e.g. a directory there)
+            return Score(0.0, f"test file {dst} could not be written: {wrote.observation()[-300:]}", wrote)
+    result = await box.run(tests.command, timeout_s=tests.timeout_s, max_bytes=MAX_REPORT_BYTES)
+    if result.timed_out:
+        return Score(0.0, f"the tests timed out after {tests.timeout_s:.0f} s", result)
+    if not tests.expected:
+        passed = result.exit_code == 0
+        return Score(float(passed), f"the tests exited {result.exit_code}", result)
+    misses = unmet(tests.expected, PARSERS[tests.report](result.output))
+    if not misses:
+        return Score(1.0, f"all {len(tests.expected)} named tests as expected", result)
+    cut = " (the report was cut at its size cap)" if result.truncated else ""
+    shown = "; ".join(misses[:3]) + (f"; {len(misses) - 3} more" if len(misses) > 3 else "")
+    return Score(0.0, f"{len(misses)} of {len(tests.expected)} tests not as expected{cut}: {shown}", result)
