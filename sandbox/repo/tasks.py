@@ -23,12 +23,18 @@ are). `solution` (optional) is a reference patch for the scripted rule agent.
 `issue` (its `problem_statement`) and `tests.expected` (its `expected_output_json`, read with the pytest
 report), and defaults `workdir` to /testbed; the row still names `tests.command`. Errors name the file,
 line and field.
+
+Task files are the operator's input, trusted but checked: the files a row copies into a box (`tests.files`,
+`solution`, `r2e_ds_json`) must sit under the task file's folder (links followed), and a mount's source
+under that folder or a root listed in CUA_TASK_MOUNT_ROOTS, never `/`, a socket, a device or a FIFO.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +49,12 @@ SANDBOX_FIELDS = {"backend", "docker_image", "workdir", "mounts", "env", "resour
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids"}
 TEST_FIELDS = {"command", "timeout_s", "files", "expected", "report"}
 _TASK_ID = re.compile(r"^repo/[a-z0-9][a-z0-9_.-]*$")
+MOUNT_ROOTS_ENV = "CUA_TASK_MOUNT_ROOTS"  # host folders rows may mount from, beside the task file's own
+
+
+def mount_roots() -> list[Path]:
+    roots = [Path(p).resolve() for p in os.environ.get(MOUNT_ROOTS_ENV, "").split(":") if p]
+    return [r for r in roots if r != Path("/")]  # "/" would allow everything
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,32 @@ class _Row:
         self.check(isinstance(value, str) and value != "", name, "must be a path (relative to the task file)")
         path = (self.base / value).resolve()
         self.check(path.is_file(), name, f"no such file: {path}")
+        self.check(
+            path.is_relative_to(self.base.resolve()),
+            name,
+            f"{path} is outside the task file's folder {self.base.resolve()} (links followed): a row may "
+            "copy into a box only files that sit beside it",
+        )
+        return path
+
+    def mount_source(self, value: str, name: str) -> Path:
+        """A host path a box may see: under the task file's folder or a root in CUA_TASK_MOUNT_ROOTS, and
+        never a socket or a device (an engine's socket in a box is root on the host)."""
+        path = (self.base / value).resolve()
+        self.check(path.exists(), name, f"no such path: {path}")
+        kind = path.stat().st_mode
+        self.check(
+            not (stat.S_ISSOCK(kind) or stat.S_ISCHR(kind) or stat.S_ISBLK(kind) or stat.S_ISFIFO(kind)),
+            name,
+            f"{path} is a socket, device or FIFO: never mounted into a box",
+        )
+        roots = [self.base.resolve(), *mount_roots()]
+        self.check(
+            path != Path("/") and any(path.is_relative_to(r) for r in roots),
+            name,
+            f"{path} is outside the allowed roots {[str(r) for r in roots]} (the task file's folder and "
+            f"{MOUNT_ROOTS_ENV}, colon-separated)",
+        )
         return path
 
 
@@ -184,8 +222,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
         row.check(
             isinstance(m["source"], str) and isinstance(m["target"], str), name, "paths must be strings"
         )
-        src = (base / m["source"]).resolve()
-        row.check(src.exists(), name + ".source", f"no such path: {src}")
+        src = row.mount_source(m["source"], name + ".source")
         row.check(m["target"].startswith("/"), name + ".target", "must be an absolute path")
         row.check(isinstance(m.get("read_only", True), bool), name + ".read_only", "must be true or false")
         mounts.append(Mount(str(src), m["target"], m.get("read_only", True)))

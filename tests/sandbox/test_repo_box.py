@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -177,6 +178,41 @@ def _load(tmp_path: Path, *rows: dict) -> list:
 def test_bad_task_rows_are_named_by_file_line_and_field(tmp_path, over, message):
     with pytest.raises(TaskSpecError, match=message.replace("[", r"\[").replace("(", r"\(")):
         _load(tmp_path, _row(task_id="repo/ok"), _row(**over))
+
+
+def test_rows_reach_only_files_beside_them_and_mount_no_socket_device_or_root(tmp_path, monkeypatch):
+    """A third-party task file must not make a box of the host: copied files stay under the task file's
+    folder, links followed; mounts come from that folder or CUA_TASK_MOUNT_ROOTS, never `/` or a socket."""
+    tasks = tmp_path / "tasks"
+    (tasks / "data").mkdir(parents=True)
+    (tmp_path / "secret.py").write_text("host file")
+    (tasks / "leak.py").symlink_to(tmp_path / "secret.py")
+    os.mkfifo(tasks / "data" / "pipe")
+
+    def refused(message: str, **over) -> None:
+        with pytest.raises(TaskSpecError, match=message):
+            _load(tasks, _row(**over))
+
+    for path in ("../secret.py", "leak.py"):
+        refused(
+            "field 'tests.files.t.py': .* is outside the task file's folder",
+            tests={"command": "t", "files": {"t.py": path}},
+        )
+        refused("field 'solution': .* is outside", solution=path)
+        refused("field 'r2e_ds_json': .* is outside", r2e_ds_json=path)
+    mount = lambda source: {"docker_image": "i", "mounts": [{"source": source, "target": "/d"}]}  # noqa: E731
+    refused(r"mounts\[0\].source': / is outside the allowed roots", sandbox=mount("/"))
+    refused(r"mounts\[0\].source': /etc is outside the allowed roots", sandbox=mount("/etc"))
+    refused(r"mounts\[0\].source': .*pipe is a socket, device or FIFO", sandbox=mount("data/pipe"))
+    refused(r"mounts\[0\].source': /dev/null is a socket, device", sandbox=mount("/dev/null"))
+    with socket.socket(socket.AF_UNIX) as engine:  # what an engine's API socket is
+        engine.bind(str(tasks / "data" / "engine.sock"))
+        refused(r"mounts\[0\].source': .*engine.sock is a socket", sandbox=mount("data/engine.sock"))
+    monkeypatch.setenv("CUA_TASK_MOUNT_ROOTS", "/:/etc")  # the operator's own data roots; "/" is never one
+    refused(r"mounts\[0\].source': / is outside the allowed roots", sandbox=mount("/"))
+    assert _load(tasks, _row(sandbox=mount("/etc")))[0].spec.mounts[0].source == "/etc"
+    (task,) = _load(tasks, _row(sandbox=mount("data")))
+    assert task.spec.mounts[0].source == str((tasks / "data").resolve())
 
 
 def test_an_r2e_gym_entry_gives_the_image_issue_and_testbed(tmp_path):
