@@ -98,6 +98,12 @@ class SandboxSpec:
         )
 
 
+# Families whose tasks keep the agent inside one web page: their boxes serve many episodes. Any other task
+# can hand it a general computer (desktop/terminal-file's shell, an app that runs commands), where it could
+# leave a process that reads the box's secrets or sets a later episode's reward: that box serves one episode.
+REUSABLE_FAMILIES = ("miniwob",)
+
+
 @dataclass
 class Sandbox:
     """A running box. Talk to it through the methods below; `backend.stop` ends it."""
@@ -109,6 +115,7 @@ class Sandbox:
     created: float = field(default_factory=time.time)
     meta: dict[str, Any] = field(default_factory=dict)
     episodes: int = 0
+    reusable: bool = True  # until it plays a task outside REUSABLE_FAMILIES
 
     async def health(self, timeout: float = 5.0) -> dict[str, Any]:
         return await self.client.health(timeout)
@@ -127,6 +134,7 @@ class Sandbox:
 
     async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
         self.episodes += 1
+        self.reusable &= task_id.split("/")[0] in REUSABLE_FAMILIES
         return await self.client.reset(task_id, seed)
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:

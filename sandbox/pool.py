@@ -162,7 +162,7 @@ class SandboxPool:
                 sb = await self.backend.start(spec)
                 if self.warmup_task:
                     await sb.reset(self.warmup_task, 0)
-                    sb.episodes = 0
+                    sb.episodes, sb.reusable = 0, True  # the host's own reset: no agent acted
                 self.stats["started"] += 1
                 return sb
             except (SandboxError, OSError) as exc:
@@ -271,7 +271,7 @@ class SandboxPool:
 
     async def release(self, sb: Sandbox, broken: bool = False) -> None:
         self._busy.pop(sb.id, None)
-        if broken or self._closed or sb.episodes >= self.recycle_after:
+        if broken or not sb.reusable or self._closed or sb.episodes >= self.recycle_after:
             await self._destroy(sb)
             return
         async with self._cond:
