@@ -222,12 +222,17 @@ def test_cua_grpo_with_mixed_gui_and_repository_rows(vllm_servers, sandbox_setup
 
 def test_cua_grpo_qwen3vl_8b(qwen3_vl_servers, tmp_path: Path):
     server = qwen3_vl_servers["untied"].address
+    coverage = ["saver.freq_steps=2"]  # an HF save within the rehearsal's steps (the config saves per epoch)
     try:
-        r = rehearse("configs/cua_grpo_qwen3vl_8b.yaml", Stack([server]), tmp_path)
+        r = rehearse("configs/cua_grpo_qwen3vl_8b.yaml", Stack([server]), tmp_path, coverage)
     finally:
         restore(server, QWEN3_VL_MODELS["untied"], tmp_path)
     assert_step_metrics_are_the_rollouts(r)
     assert_held_out_evaluation_after_step_2(r, str(QWEN3_VL_MODELS["untied"]))
+    # what a full-weight run leaves to deploy and to read: whole HF models, and the config's TensorBoard
+    saves = sorted(r.exp.glob("checkpoints/*/*/*/default/*globalstep*"))
+    assert saves and all((s / "config.json").is_file() and list(s.glob("model*.safetensors")) for s in saves)
+    assert list((r.exp / "logs" / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def synced_adapters(log: str) -> dict[int, str]:
