@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,26 @@ from cua_agent.viewer.runs import Run
 log = logging.getLogger("cua_agent.viewer")
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def turn_number(q: dict[str, str]) -> int | None:
+    """`turn=` as an index: ASCII digits only ("²" is a digit to str.isdigit, not to int)."""
+    turn = q.get("turn", "")
+    return int(turn) if re.fullmatch(r"[0-9]{1,6}", turn) else None
+
+
+def host_allowed(header: str, host: str, port: int) -> bool:
+    """Whether a request's Host header names this server: a page of another site that got its name
+    resolved to 127.0.0.1 (DNS rebinding) sends its own name and is refused. A server on every interface
+    (warned at start) cannot know its names and takes any."""
+    if host in WILDCARDS:
+        return True
+    names = {host, f"[{host}]"} | (set(LOOPBACK_NAMES) if host in LOOPBACK_NAMES else set())
+    return header in names | {f"{n}:{port}" for n in names}
+
+
 def make_server(run: Run, host: str, port: int) -> ThreadingHTTPServer:
     lock = threading.Lock()  # one refresh at a time: the scan state is shared
 
@@ -32,6 +53,9 @@ def make_server(run: Run, host: str, port: int) -> ThreadingHTTPServer:
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             q = dict(parse_qsl(url.query))
+            if not host_allowed(self.headers.get("Host", ""), host, self.server.server_address[1]):
+                self._send(403, "text/plain; charset=utf-8", b"not this server's name (Host header)")
+                return
             with lock:
                 run.refresh()
             if url.path == "/":
@@ -42,17 +66,15 @@ def make_server(run: Run, host: str, port: int) -> ThreadingHTTPServer:
                     200, "text/html; charset=utf-8", html.encode()
                 )
             elif url.path == "/turn":
-                turn = q.get("turn", "")
-                html = (
-                    pages.turn(run, q.get("src", ""), q.get("ep", ""), int(turn)) if turn.isdigit() else None
-                )
+                turn = turn_number(q)
+                html = pages.turn(run, q.get("src", ""), q.get("ep", ""), turn) if turn is not None else None
                 self._not_found() if html is None else self._send(
                     200, "text/html; charset=utf-8", html.encode()
                 )
             elif url.path == "/shot":
                 f = run.files.get(q.get("src", ""))
-                turn = q.get("turn", "")
-                path = f.screenshot(q.get("ep", ""), int(turn)) if f and turn.isdigit() else None
+                turn = turn_number(q)
+                path = f.screenshot(q.get("ep", ""), turn) if f and turn is not None else None
                 self._not_found() if path is None else self._send(200, "image/png", path.read_bytes())
             elif url.path == "/plots":
                 self._send(200, "text/html; charset=utf-8", pages.plots_page(run, q).encode())
@@ -88,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         parser.error(str(e))
     run.refresh()
+    if args.host not in LOOPBACK_NAMES:
+        log.warning(
+            "--host %s: anyone who can reach this machine on that address can read the run's rollouts "
+            "(model outputs, screenshots); 127.0.0.1 and an SSH tunnel keep them yours",
+            args.host,
+        )
     try:
         server = make_server(run, args.host, args.port)
     except OSError as e:

@@ -250,13 +250,14 @@ def marker(action: dict[str, Any] | None) -> str:
         f"<circle class='marker' data-type='{kind}' cx='{x}' cy='{y}' r='14' fill='none' stroke='#ff1744' "
         f"stroke-width='4'/><circle cx='{x}' cy='{y}' r='3' fill='#ff1744'/>"
     )
-    if action.get("type") == "drag" and isinstance(action.get("to_x"), int):
+    to = action.get("to_x"), action.get("to_y")
+    if action.get("type") == "drag" and all(isinstance(v, int) for v in to):  # a record is not trusted
         return dot + (
-            f"<line x1='{x}' y1='{y}' x2='{action['to_x']}' y2='{action.get('to_y')}' stroke='#ff1744' "
-            f"stroke-width='4'/><circle cx='{action['to_x']}' cy='{action.get('to_y')}' r='8' fill='#ff1744'/>"
+            f"<line x1='{x}' y1='{y}' x2='{to[0]}' y2='{to[1]}' stroke='#ff1744' stroke-width='4'/>"
+            f"<circle cx='{to[0]}' cy='{to[1]}' r='8' fill='#ff1744'/>"
         )
     if action.get("type") == "scroll":
-        dx, dy = action.get("dx") or 0, action.get("dy") or 0
+        dx, dy = (v if isinstance(v, int) else 0 for v in (action.get("dx"), action.get("dy")))
         return dot + (
             f"<line x1='{x}' y1='{y}' x2='{x + 40 * dx}' y2='{y + 40 * dy}' stroke='#ff1744' stroke-width='4' "
             "stroke-dasharray='8 4'/>"
