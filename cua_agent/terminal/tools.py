@@ -17,7 +17,6 @@ for functions (Qwen2.5-VL and Qwen3-VL; UI-TARS-1.5 is a Qwen2.5-VL):
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +84,7 @@ class ToolCallError(ValueError):
     """The model's output holds no valid tool call (the policy's fault: a format failure)."""
 
 
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 def _load(text: str) -> Any:
@@ -101,9 +100,11 @@ def parse_tool_call(text: str) -> ToolCall:
     """The first tool call in a model's output; ToolCallError naming what is wrong."""
     if not isinstance(text, str) or not text.strip():
         raise ToolCallError("empty output")
-    m = _TAG.search(text)
-    if m:
-        body = m.group(1)
+    start = text.find(OPEN)
+    if start >= 0:  # up to its closing tag, or the end (cut by max tokens); str.find: linear on any text
+        body = text[start + len(OPEN) :]
+        end = body.find(CLOSE)
+        body = body if end < 0 else body[:end]
     else:
         start = text.find("{")
         if start < 0:

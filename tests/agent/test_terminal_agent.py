@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.request
 from urllib.parse import urlencode
 
@@ -58,6 +59,15 @@ CALC = TASKS["repo/calc-add"]
 )
 def test_tool_calls_parse(text, expected):
     assert parse_tool_call(text) == expected
+
+
+def test_parsing_is_linear_on_long_runs_of_whitespace():
+    """A model can write thousands of spaces: the tag pattern that took 1.8 s on 16 KB now takes none."""
+    for text in ("<tool_call>x" + " " * 16000 + "y", "<tool_call>x" + " \n" * 50_000 + "y" + " " * 50_000):
+        t0 = time.monotonic()
+        with pytest.raises(ToolCallError):
+            parse_tool_call(text)
+        assert time.monotonic() - t0 < 0.1
 
 
 @pytest.mark.parametrize(
