@@ -9,6 +9,7 @@ Output layout (cluster.fileroot = outputs/<experiment>):
         weight_update_v<N>/                  HF weights of the served version (for reloads and re-pushes)
         epoch…globalstep…/                   saver (HF) checkpoints
     checkpoints/<user>/<experiment>/<trial>/recover/globalstep<k>/   recover checkpoints (checkpointing.py)
+    checkpoints/<user>/<experiment>/<trial>/run.lock                 held by rank 0 while the trial runs
     name_resolve/                            AReaL's name_resolve records of this experiment
 """
 
@@ -17,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import fcntl
 import os
 import shutil
 import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from areal.utils import logging, name_resolve, names
 from areal.utils.dynamic_import import import_from_string
@@ -55,6 +57,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     single_process_dist_env()
     rank = int(os.environ["RANK"])
     _absolute_paths(config)
+    lock = _lock_trial(config, rank)  # noqa: F841 - held, open, until the process ends
     exp_dir = Path(config.cluster.fileroot)
     log_dir = exp_dir / "logs"
     logging.setup_file_logging(str(log_dir), filename="training.log" if rank == 0 else f"training-{rank}.log")
@@ -179,6 +182,36 @@ class _StopSignals:
         if self.trainer is None:
             raise StopTraining(signum)
         self.trainer.on_signal(signum)
+
+
+class TrialInUse(RuntimeError):
+    """Another run of the same trial holds its lock."""
+
+
+def _lock_trial(config: CUAGRPOConfig, rank: int) -> IO[str] | None:
+    """One run per trial: start-up removes a killed run's partial saves, weight copies and name_resolve
+    records, which would destroy a live run's save and weight sync. Rank 0 holds an exclusive lock on the
+    trial's run.lock (flock: released when the process ends, however it ends) and says who holds it."""
+    if rank != 0:
+        return None
+    path = recover_root(config).parent / "run.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read(200).strip() or "another process"
+        f.close()
+        raise TrialInUse(
+            f"trial {config.experiment_name}/{config.trial_name} is running already ({holder} holds {path}): "
+            "stop that run, or give this one another trial_name"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+    f.flush()
+    return f
 
 
 def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:
