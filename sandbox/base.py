@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import socket
@@ -57,6 +58,30 @@ def owner_alive(labels: dict[str, str]) -> bool:
 
 def new_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+SECRETS_FILE = "secrets.json"  # in a box's control folder: read, then deleted, by its server at start
+
+
+@dataclass(frozen=True)
+class BoxSecrets:
+    """The two keys between the host and a box's control server, handed over in a file the server deletes
+    before anything else runs in the box (never in its environment, which every process there can read)."""
+
+    token: str  # the host's key to the server, sent with every request
+    proof: str  # the server's key to sign its answers; never sent, so whatever takes its place cannot sign
+
+    @classmethod
+    def new(cls) -> BoxSecrets:
+        return cls(new_token(), new_token())
+
+    def write(self, folder: Path) -> None:
+        path = folder / SECRETS_FILE
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
+        )  # the box's user reads it
+        with os.fdopen(fd, "w") as f:
+            json.dump({"token": self.token, "proof": self.proof}, f)
 
 
 @dataclass(frozen=True)
@@ -165,9 +190,9 @@ class Backend:
         finally:
             await asyncio.to_thread(self.remove_sync, sb.id)
 
-    async def _attach(self, box_id: str, socket_path: str, token: str, spec: SandboxSpec) -> Sandbox:
+    async def _attach(self, box_id: str, socket_path: str, keys: BoxSecrets, spec: SandboxSpec) -> Sandbox:
         """The started box once its control server answers; one that never answers is stopped again."""
-        client = SandboxClient(token, socket_path=socket_path)
+        client = SandboxClient(keys.token, socket_path=socket_path, proof_key=keys.proof)
         sb = Sandbox(id=box_id, backend=self, client=client, spec=spec, meta={"socket": socket_path})
         try:
             await sb.health(timeout=10)

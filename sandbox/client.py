@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 from typing import Any, Protocol
 
 import httpx
 
-from sandbox.errors import SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
+from sandbox.errors import SandboxDied, SandboxError, SandboxImpostor, SandboxRequestError, SandboxTimeout
+from sandbox.server.protocol import NONCE_HEADER, PROOF_HEADER, signature
 
 
 def server_error(status: int, message: str, what: str) -> SandboxError:
@@ -38,8 +41,16 @@ class ControlClient(Protocol):
 
 class SandboxClient:
     def __init__(
-        self, token: str, socket_path: str | None = None, base_url: str | None = None, timeout: float = 30.0
+        self,
+        token: str,
+        socket_path: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 30.0,
+        proof_key: str | None = None,
     ) -> None:
+        """`proof_key`: the key the box's server signs its answers with (BoxSecrets.proof); an answer not
+        signed with it raises SandboxImpostor. None checks nothing (a client with only the token)."""
+        self.proof_key = proof_key
         if socket_path:
             transport = httpx.AsyncHTTPTransport(uds=socket_path, retries=0)
             base_url = "http://sandbox"
@@ -68,13 +79,22 @@ class SandboxClient:
             kw["json"] = json
         if timeout is not None:
             kw["timeout"] = timeout
+        nonce = secrets.token_hex(16)
         try:
-            resp = await self._http.request(method, path, **kw)
+            resp = await self._http.request(method, path, headers={NONCE_HEADER: nonce}, **kw)
         except httpx.TimeoutException as exc:
             raise SandboxTimeout(f"{method} {path} timed out on {self.where}") from exc
         except (httpx.TransportError, OSError) as exc:
             # Refused/reset/EOF: the server process (or the whole box) is gone.
             raise SandboxDied(f"{method} {path}: sandbox unreachable at {self.where}: {exc!r}") from exc
+        if self.proof_key is not None:
+            result = resp.headers.get("X-Action-Result", "")
+            expected = signature(self.proof_key, nonce, result, resp.content)
+            if not hmac.compare_digest(resp.headers.get(PROOF_HEADER, "").encode(), expected.encode()):
+                raise SandboxImpostor(
+                    f"{method} {path} on {self.where}: the answer is not signed by the box's control server "
+                    "(a process in the box took its place)"
+                )
         if resp.status_code >= 400:
             try:
                 msg = resp.json().get("error", resp.text)

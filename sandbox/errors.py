@@ -19,6 +19,16 @@ class SandboxStartError(SandboxError):
     """A box could not be started (after retries)."""
 
 
+class BoxBroken(SandboxError):
+    """A box stopped working because of what ran in it (the agent's commands, or its code under test): the
+    policy's failure, scored 0, unlike a box the infrastructure lost."""
+
+
+class SandboxImpostor(BoxBroken):
+    """Something other than the box's control server answered (its answer is not signed with the key only
+    that server holds): a process in the box took the server's place."""
+
+
 class SandboxRequestError(SandboxError):
     """The control server rejected a request (4xx): a malformed action or an unknown task."""
 

@@ -25,7 +25,7 @@ from cua_agent.episode.prompting import PromptBudgetError, build_messages
 from cua_agent.episode.turn import Turn
 from cua_agent.inference.errors import InferenceServerError
 from sandbox.base import Sandbox
-from sandbox.errors import SandboxError, SandboxRequestError
+from sandbox.errors import BoxBroken, SandboxError, SandboxRequestError
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,11 @@ class Episode:
     def ok(self) -> bool:
         return self.status != "infra_error" and self.task_reward is not None
 
+    @property
+    def box_spoiled(self) -> bool:
+        """Its box must serve no other episode: the infrastructure failed it, or the policy broke it."""
+        return self.status in ("infra_error", "box_broken")
+
 
 async def run_episode(
     sandbox: Sandbox,
@@ -80,10 +85,13 @@ async def run_episode(
 
 
 async def play_guarded(ep: Episode, loop: Coroutine[Any, Any, None], timeout_s: float) -> Episode:
-    """Runs an episode's loop within `timeout_s`; an infrastructure failure ends it as "infra_error"."""
+    """Runs an episode's loop within `timeout_s`; an infrastructure failure ends it as "infra_error", a box
+    the policy broke (e.g. a process of its own answering for the box's server) as "box_broken", reward 0."""
     start = time.monotonic()
     try:
         await asyncio.wait_for(loop, timeout_s)
+    except BoxBroken as exc:
+        ep.status, ep.error, ep.task_reward = "box_broken", f"{type(exc).__name__}: {exc}", 0.0
     except (SandboxError, InferenceServerError, TimeoutError, PromptBudgetError) as exc:
         ep.status, ep.error = "infra_error", f"{type(exc).__name__}: {exc}"
     ep.wall_s = time.monotonic() - start

@@ -105,7 +105,7 @@ class EvalRunner:
             ep = await run_episode(
                 sb, self.client_for(), row, self.cfg.episode, self.mapping(sb.spec.screen), **budget
             )
-            broken = ep.status == "infra_error"
+            broken = ep.box_spoiled
             return ep
         finally:
             await finish(pool.release(sb, broken=broken))

@@ -185,7 +185,7 @@ class CUAWorkflow(RolloutWorkflow):
                 count_tokens=self.view.count_tokens,
                 image_tokens=self.view.image_tokens(*sb.spec.screen) - 1,
             )
-            broken = ep.status == "infra_error"
+            broken = ep.box_spoiled
             return ep
         finally:  # to its end: a second cancellation must not leave the box marked busy
             await finish(pool.release(sb, broken=broken))

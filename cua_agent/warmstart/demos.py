@@ -50,7 +50,7 @@ async def record(
                     return None
                 finally:
                     await client.close()
-                broken = ep.status == "infra_error"
+                broken = ep.box_spoiled
                 if on_episode is not None:
                     on_episode(ep)
                 solved = ep.ok and (ep.task_reward or 0) > 0 and ep.format_failures == 0

@@ -23,7 +23,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox.base import LABEL, Backend, Sandbox, SandboxSpec, cua_home, new_token, owner_labels
+from sandbox.base import (
+    LABEL,
+    SECRETS_FILE,
+    Backend,
+    BoxSecrets,
+    Sandbox,
+    SandboxSpec,
+    cua_home,
+    owner_labels,
+)
 from sandbox.errors import SandboxStartError
 
 DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
@@ -87,18 +96,19 @@ class DockerBackend(Backend):
         self.run_dir = run_dir or cua_home() / "sandbox" / "run" / endpoint_dir(self.docker_host)
 
     # -- start / stop ------------------------------------------------------------------------------
-    def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, str]:
+    def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, BoxSecrets]:
         name = f"cua-sb-{uuid.uuid4().hex[:12]}"
         sock_dir = self.run_dir / name
         sock_dir.mkdir(parents=True)
         sock_dir.chmod(0o777)  # the box's non-root user creates its socket here
-        token = new_token()
+        keys = BoxSecrets.new()
+        keys.write(sock_dir)
         container = self.docker.containers.run(
             spec.image,
             name=name,
             **self.isolation(spec.memory_mb, spec.cpus, spec.pids),
             environment={
-                "CUA_SANDBOX_TOKEN": token,
+                "CUA_SANDBOX_SECRETS": f"/run/cua/{SECRETS_FILE}",
                 "CUA_SCREEN_WIDTH": str(spec.screen[0]),
                 "CUA_SCREEN_HEIGHT": str(spec.screen[1]),
             },
@@ -118,7 +128,7 @@ class DockerBackend(Backend):
                 raise SandboxStartError(f"{name} exited during start:\n{logs}")
             time.sleep(0.05)
         json.loads(ready.read_text())  # written atomically by the server once it serves
-        return name, str(sock_dir / "control.sock"), token
+        return name, str(sock_dir / "control.sock"), keys
 
     def isolation(self, memory_mb: int, cpus: float, pids: int) -> dict[str, Any]:
         """What every box of this backend runs with (docker-py `containers.run` arguments): no network,
@@ -145,8 +155,8 @@ class DockerBackend(Backend):
             return f"(no logs: {exc})"
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
-        name, sock, token = await asyncio.to_thread(self._start_sync, spec)
-        return await self._attach(name, sock, token, spec)
+        name, sock, keys = await asyncio.to_thread(self._start_sync, spec)
+        return await self._attach(name, sock, keys, spec)
 
     def is_running(self, box_id: str) -> bool:
         import docker.errors

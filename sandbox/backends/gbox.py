@@ -411,7 +411,9 @@ class GboxBackend(Backend):
             out = await boxes.execute_commands(
                 box_id,
                 command=start,
-                envs=self.harness_env(token),
+                # the server signs its answers with this key; the harness's caller runs in the box too, so
+                # GBox answers are not checked (docker and local boxes are: sandbox/client.py)
+                envs={**self.harness_env(token), "CUA_SANDBOX_PROOF": new_token()},
                 api_timeout=_duration(self.start_timeout_s),
                 timeout=self.start_timeout_s + 30,
             )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import sandbox
-from sandbox.base import Backend, Sandbox, SandboxSpec, cua_home, new_token, owner_labels
+from sandbox.base import SECRETS_FILE, Backend, BoxSecrets, Sandbox, SandboxSpec, cua_home, owner_labels
 from sandbox.errors import SandboxStartError
 
 
@@ -86,14 +86,15 @@ class LocalBackend(Backend):
         self.state_dir = state_dir or cua_home() / "sandbox" / "local"
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, str]:
+    def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, BoxSecrets]:
         name = f"cua-lb-{uuid.uuid4().hex[:12]}"
         box = self.state_dir / name
         (box / "home").mkdir(parents=True)
-        token = new_token()
+        keys = BoxSecrets.new()
+        keys.write(box)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPLAY", "CUA_SANDBOX_"))}
         env.update(
-            CUA_SANDBOX_TOKEN=token,
+            CUA_SANDBOX_SECRETS=str(box / SECRETS_FILE),
             CUA_TASK_HOME=str(box / "home"),
             PYTHONPATH=str(Path(sandbox.__file__).resolve().parent.parent),
             PYTHONUNBUFFERED="1",
@@ -135,11 +136,11 @@ class LocalBackend(Backend):
                 self.remove_sync(name)
                 raise SandboxStartError(f"{name}: local server did not start (exit {proc.poll()}):\n{tail}")
             time.sleep(0.05)
-        return name, str(sock), token
+        return name, str(sock), keys
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
-        name, sock, token = await asyncio.to_thread(self._start_sync, spec)
-        return await self._attach(name, sock, token, spec)
+        name, sock, keys = await asyncio.to_thread(self._start_sync, spec)
+        return await self._attach(name, sock, keys, spec)
 
     def remove_sync(self, box_id: str) -> None:
         box = self.state_dir / box_id

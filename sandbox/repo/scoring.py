@@ -28,7 +28,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sandbox.errors import SandboxError
+from sandbox.errors import BoxBroken, SandboxError
 from sandbox.repo.box import CommandResult, RepoBox
 from sandbox.repo.reports import PARSERS, unmet
 
@@ -46,11 +46,6 @@ DIFF_SCRIPT = (
 )
 
 FreshBox = Callable[[], AbstractAsyncContextManager[RepoBox]]
-
-
-class BoxBroken(SandboxError):
-    """A box stopped working because of what ran in it (the agent's commands, or its code under test):
-    the policy's failure, scored 0, unlike a box the infrastructure lost."""
 
 
 @dataclass(frozen=True)

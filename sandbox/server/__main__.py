@@ -1,8 +1,15 @@
-"""Entry point: `python -m sandbox.server --socket /run/cua/control.sock` (token from CUA_SANDBOX_TOKEN)."""
+"""Entry point: `python -m sandbox.server --socket /run/cua/control.sock`.
+
+Its keys (sandbox/base.py BoxSecrets) come from the file CUA_SANDBOX_SECRETS names, deleted once read,
+or else from CUA_SANDBOX_TOKEN and CUA_SANDBOX_PROOF (GBox's harness), removed from the environment. The
+process makes itself non-dumpable first, so that other processes of its user (an agent's shell in the
+box) cannot read its memory or environment through /proc.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -27,6 +34,19 @@ def _watch_owner(pid: int, stop) -> None:
             pass
 
 
+PR_SET_DUMPABLE = 4
+
+
+def _keys() -> tuple[str, str]:
+    path = os.environ.pop("CUA_SANDBOX_SECRETS", "")
+    if path:
+        with open(path) as f:
+            found = json.load(f)
+        os.unlink(path)
+        return str(found.get("token", "")), str(found.get("proof", ""))
+    return os.environ.pop("CUA_SANDBOX_TOKEN", ""), os.environ.pop("CUA_SANDBOX_PROOF", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--socket", help="unix socket path to listen on")
@@ -37,16 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--owner-pid", type=int, help="exit when this process is gone")
     ap.add_argument("--ready-file", help="write {'socket'|'port', 'display'} here once serving")
     args = ap.parse_args(argv)
-    token = os.environ.get("CUA_SANDBOX_TOKEN", "")
-    if len(token) < 16:
-        print("CUA_SANDBOX_TOKEN must be set (>= 16 characters)", file=sys.stderr)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        print(f"prctl(PR_SET_DUMPABLE, 0) failed: errno {ctypes.get_errno()}", file=sys.stderr)
         return 2
-    os.environ.pop("CUA_SANDBOX_TOKEN")  # apps started in the box do not inherit it
+    token, proof = _keys()  # apps started in the box inherit neither
+    if len(token) < 16 or len(proof) < 16:
+        print("the sandbox keys must be set (CUA_SANDBOX_SECRETS, >= 16 characters each)", file=sys.stderr)
+        return 2
 
     # An existing display is a desktop that has its own window manager (a GBox box's).
     display = Display(args.width, args.height, display=args.display, window_manager=args.display is None)
     ctl = Controller(display)
-    srv = make_server(ctl, token, args.socket, args.port)
+    srv = make_server(ctl, token, proof, args.socket, args.port)
     stopping = threading.Event()
 
     def stop(*_: object) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from sandbox.server.display import Display, DisplayError
-from sandbox.server.protocol import check_wait_change
+from sandbox.server.protocol import NONCE_HEADER, PROOF_HEADER, check_wait_change, signature
 from sandbox.server.runtimes.base import Runtime, TaskError
 from sandbox.server.xdotool import ActionError, to_xdotool
 
@@ -163,7 +163,7 @@ class Controller:
         self.display.close()
 
 
-def make_handler(ctl: Controller, token: str) -> type[BaseHTTPRequestHandler]:
+def make_handler(ctl: Controller, token: str, proof: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: one connection per client, no reconnect per step
         server_version = "cua-sandbox/1"
@@ -186,6 +186,9 @@ def make_handler(ctl: Controller, token: str) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", ctype)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
+            nonce = self.headers.get(NONCE_HEADER, "")
+            result = (headers or {}).get("X-Action-Result", "")
+            self.send_header(PROOF_HEADER, signature(proof, nonce, result, body))
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -271,8 +274,8 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
         return conn, ("local", 0)
 
 
-def make_server(ctl: Controller, token: str, socket_path: str | None, port: int | None):
-    handler = make_handler(ctl, token)
+def make_server(ctl: Controller, token: str, proof: str, socket_path: str | None, port: int | None):
+    handler = make_handler(ctl, token, proof)
     if socket_path:
         if os.path.exists(socket_path):
             os.unlink(socket_path)

@@ -21,6 +21,8 @@ Other fields are ignored.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 from typing import Any
 
@@ -247,3 +249,16 @@ def check_wait_change(payload: dict[str, Any]) -> float:
     if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= MAX_WAIT_CHANGE_S:
         raise ActionError(f"'wait_change_s' must be a number in [0, {MAX_WAIT_CHANGE_S:g}]")
     return float(s)
+
+
+# -- answers the host can trust ----------------------------------------------------------------------------
+NONCE_HEADER = "X-CUA-Nonce"  # the client's, fresh for each request
+PROOF_HEADER = "X-CUA-Proof"  # the server's signature of its answer to that request
+
+
+def signature(proof: str, nonce: str, result_header: str, body: bytes) -> str:
+    """What the server signs each answer with: the client's nonce for this request (no replay), the action
+    result header, the body. Only the server holds `proof`, so a process that relays or replaces it cannot
+    change an answer, a reward above all."""
+    msg = b"\n".join([nonce.encode(), result_header.encode(), body])
+    return hmac.new(proof.encode(), msg, hashlib.sha256).hexdigest()
