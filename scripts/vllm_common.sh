@@ -17,7 +17,8 @@ serve_until_exit() {
   trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true' EXIT
   until curl -sf "http://$host:$port/health" >/dev/null 2>&1; do
     if ! kill -0 $pid 2>/dev/null; then
-      wait $pid; local rc=$?
+      local rc=0
+      wait $pid || rc=$?  # under set -e a bare `wait` of a failed server ended the script before saying so
       die "vLLM server exited with code $rc before becoming healthy (see its output above)"
     fi
     if (( SECONDS - start > timeout_s )); then
