@@ -307,6 +307,22 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
+# numpy's RNG state is the one object a trainer state holds beyond tensors and plain data: its classes are
+# allowed by name, and nothing else a pickle could name (a function to call) is loaded.
+_NUMPY_STATE = [
+    np.ndarray,
+    np.dtype,
+    (np._core if hasattr(np, "_core") else np.core).multiarray._reconstruct,
+    type(np.dtype(np.uint32)),
+]
+
+
+def load_trainer_state(path: Path) -> dict[str, Any]:
+    """A rank's LR scheduler and RNG state, loaded as data (torch's weights_only), never as code."""
+    with torch.serialization.safe_globals(_NUMPY_STATE):
+        return torch.load(path, weights_only=True)
+
+
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
@@ -398,7 +414,7 @@ class RecoverCheckpoints:
             data.load_state_dict(info.dataloader_info)
             optimizer = None if self.config.recover.no_load_optim else actor.optimizer
             dcp.load({"dcp": TrainedState(actor.model, optimizer)}, checkpoint_id=str(path / "model"))
-            state = torch.load(path / "trainer_state" / f"rank{rank}.pt", weights_only=False)
+            state = load_trainer_state(path / "trainer_state" / f"rank{rank}.pt")
             actor.lr_scheduler.load_state_dict(state["lr_scheduler"])
             set_rng_state(state["rng"])
         except CheckpointError:

@@ -5,6 +5,7 @@ drives the real one)."""
 from __future__ import annotations
 
 import json
+import pickle
 import random
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from cua_agent.train.checkpointing import (
     CheckpointError,
     CheckpointStore,
     differences,
+    load_trainer_state,
     read_manifest,
     resolve_resume,
     rng_state,
@@ -114,3 +116,23 @@ def test_rng_state_round_trip():
     random.random(), np.random.rand(), torch.rand(3)  # move every generator on
     set_rng_state(state)
     assert (random.random(), float(np.random.rand()), float(torch.rand(1))) == expected
+
+
+class RunsCode:
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_a_trainer_state_loads_as_data_and_one_that_would_run_code_is_refused(tmp_path: Path):
+    """torch.load(weights_only=False) ran whatever a trainer_state file named: a checkpoint was code."""
+    saved = {"lr_scheduler": {"base_lrs": [1e-3], "last_epoch": 3}, "rng": rng_state()}
+    torch.save(saved, tmp_path / "rank0.pt")
+    loaded = load_trainer_state(tmp_path / "rank0.pt")
+    assert loaded["lr_scheduler"] == saved["lr_scheduler"]
+    set_rng_state(loaded["rng"])
+    evil = RunsCode()
+    evil.marker = str(tmp_path / "ran")
+    torch.save({"lr_scheduler": evil, "rng": rng_state()}, tmp_path / "evil.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        load_trainer_state(tmp_path / "evil.pt")
+    assert not (tmp_path / "ran").exists()
