@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import secrets
@@ -9,7 +10,14 @@ from typing import Any, Protocol
 
 import httpx
 
-from sandbox.errors import SandboxDied, SandboxError, SandboxImpostor, SandboxRequestError, SandboxTimeout
+from sandbox.errors import (
+    BoxBroken,
+    SandboxDied,
+    SandboxError,
+    SandboxImpostor,
+    SandboxRequestError,
+    SandboxTimeout,
+)
 from sandbox.server.protocol import NONCE_HEADER, PROOF_HEADER, signature
 
 
@@ -39,6 +47,24 @@ class ControlClient(Protocol):
     async def aclose(self) -> None: ...
 
 
+MAX_ANSWER_BYTES = 64 << 20  # a PNG of the largest screen is far less; more is not the control server's
+
+
+async def _capped(resp: httpx.Response, what: str) -> bytes:
+    """The answer's body, read up to MAX_ANSWER_BYTES: more is a box that broke (the server never sends
+    that much), and the host's memory is not the box's to fill."""
+    declared = resp.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+        raise BoxBroken(f"{what}: an answer of {declared} bytes (the cap is {MAX_ANSWER_BYTES})")
+    chunks, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise BoxBroken(f"{what}: an answer over {MAX_ANSWER_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class SandboxClient:
     def __init__(
         self,
@@ -59,6 +85,7 @@ class SandboxClient:
         else:
             raise ValueError("need socket_path or base_url")
         self.where = socket_path or base_url
+        self.timeout = timeout
         self._http = httpx.AsyncClient(
             transport=transport,
             base_url=base_url,
@@ -80,9 +107,19 @@ class SandboxClient:
         if timeout is not None:
             kw["timeout"] = timeout
         nonce = secrets.token_hex(16)
-        try:
-            resp = await self._http.request(method, path, headers={NONCE_HEADER: nonce}, **kw)
-        except httpx.TimeoutException as exc:
+        request = self._http.build_request(method, path, headers={NONCE_HEADER: nonce}, **kw)
+        try:  # the whole answer within the timeout: a box that trickles bytes holds no episode longer
+            async with asyncio.timeout(timeout or self.timeout):
+                streamed = await self._http.send(request, stream=True)
+                try:
+                    body = await _capped(streamed, f"{method} {path} on {self.where}")
+                finally:
+                    await streamed.aclose()
+            headers = [
+                (k, v) for k, v in streamed.headers.items() if k.lower() != "content-encoding"
+            ]  # decoded
+            resp = httpx.Response(streamed.status_code, headers=headers, content=body, request=request)
+        except (TimeoutError, httpx.TimeoutException) as exc:
             raise SandboxTimeout(f"{method} {path} timed out on {self.where}") from exc
         except (httpx.TransportError, OSError) as exc:
             # Refused/reset/EOF: the server process (or the whole box) is gone.
