@@ -240,6 +240,15 @@ preflight_host() {
   # paths end at 107 bytes.
   local sock="$RUN_HOME/sandbox/run/cua-sb-000000000000/control.sock"
   (( ${#sock} <= 107 )) || problem "CUA_RUN_HOME=$RUN_HOME is too long: sandbox sockets under it would exceed the 107-byte limit of unix socket paths (use a short path such as /tmp/cua-areal)"
+  # The boxes' control folders live under it: on a shared host, a folder someone else owns or can write
+  # lets them queue commands into boxes, or swap a box's folder for a link to a host path.
+  if [ -e "$RUN_HOME" ]; then
+    local owner mode
+    owner="$(stat -c %u "$RUN_HOME")" mode="$(stat -c %a "$RUN_HOME")"
+    if [ "$owner" != "$(id -u)" ] || (( (8#$mode & 8#022) != 0 )); then
+      problem "CUA_RUN_HOME=$RUN_HOME must be a folder of yours that no one else can write (owner uid $owner, mode $mode): remove it, or set CUA_RUN_HOME to a private folder"
+    fi
+  fi
   local dir free root
   mkdir -p "$OUTPUT_DIR" 2>/dev/null || problem "cannot create the outputs directory $OUTPUT_DIR (CUA_OUTPUT_DIR)"
   root="$("$CLI" info --format "$([ "$CLI" = docker ] && echo '{{.DockerRootDir}}' || echo '{{.Store.GraphRoot}}')" 2>/dev/null || true)"
@@ -370,6 +379,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+mkdir -p -m 700 "$RUN_HOME"  # owner-only when created here (preflight refused anyone else's)
 mkdir -p "$OUTPUT_DIR" "$RUN_HOME/sandbox/run"
 "$CLI" rm -f "$TRAINER" >/dev/null 2>&1 || true  # an exited trainer of an earlier run keeps the name
 log "starting vLLM"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
 import socket
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,12 +16,40 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.client import ControlClient, SandboxClient
+from sandbox.errors import SandboxError
 
 LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
 
 
 def cua_home() -> Path:
     return Path(os.environ.get("CUA_HOME") or Path.home() / ".cache" / "cua-areal")
+
+
+def private_dirs(top: Path, path: Path) -> Path:
+    """`path` (at or under `top`), its missing folders made owner-only (0700); every folder from `top` down
+    must be this user's (unless it runs as root) and closed to others' writes, never a link. On a shared
+    host, a folder another user owns or can write lets them queue commands into boxes, or swap a box's
+    folder for a link to a host path that the engine then mounts into a box."""
+    top.mkdir(mode=0o700, parents=True, exist_ok=True)
+    chain = [top]
+    for part in path.relative_to(top).parts:
+        chain.append(chain[-1] / part)
+    uid = os.geteuid()
+    for d in chain:
+        with contextlib.suppress(FileExistsError):
+            d.mkdir(mode=0o700)
+        st = d.lstat()
+        if d != top and st.st_uid == uid and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
+            d.chmod(0o700)  # ours, made by an earlier version with the umask's mode: others keep out
+            st = d.lstat()
+        foreign = st.st_uid != uid and uid != 0  # root (a trainer container) runs in its launcher's folder
+        if stat.S_ISLNK(st.st_mode) or foreign or st.st_mode & 0o022:
+            raise SandboxError(
+                f"{d} must be a folder of yours that no one else can write (uid {st.st_uid}, mode "
+                f"{stat.filemode(st.st_mode)}): the boxes' control folders live under it; set CUA_HOME (or "
+                "CUA_RUN_HOME) to a private folder"
+            )
+    return path
 
 
 def process_start_ticks(pid: int) -> int | None:

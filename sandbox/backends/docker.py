@@ -32,6 +32,7 @@ from sandbox.base import (
     SandboxSpec,
     cua_home,
     owner_labels,
+    private_dirs,
 )
 from sandbox.errors import SandboxStartError
 
@@ -93,7 +94,9 @@ class DockerBackend(Backend):
         # A path the Docker daemon can bind-mount on the machine that runs this process (the control socket
         # in it is a unix socket: it does not cross machines). One folder per endpoint, so that reaping one
         # endpoint never removes the sockets of live boxes on another.
-        self.run_dir = run_dir or cua_home() / "sandbox" / "run" / endpoint_dir(self.docker_host)
+        self.run_dir = run_dir or private_dirs(
+            cua_home(), cua_home() / "sandbox" / "run" / endpoint_dir(self.docker_host)
+        )
 
     # -- start / stop ------------------------------------------------------------------------------
     def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, BoxSecrets]:

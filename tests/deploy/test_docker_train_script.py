@@ -4,6 +4,7 @@ lists fewer GPUs than the layout needs (this machine has none); the rest against
 
 from __future__ import annotations
 
+import os
 import socket
 import stat
 import uuid
@@ -164,6 +165,20 @@ def test_socket_paths_too_long(tmp_path):
         f"CUA_RUN_HOME={deep} is too long: sandbox sockets under it would exceed the 107-byte limit of unix "
         "socket paths (use a short path such as /tmp/cua-areal)"
     ]
+
+
+@pytest.mark.parametrize("how", ["writable by others", "someone else's"])
+def test_a_run_home_another_user_can_write_is_refused(tmp_path, how):
+    """Its boxes' control folders would be theirs to fill with requests or to swap for links (a link as
+    CUA_RUN_HOME is followed: its target is what is checked)."""
+    home = tmp_path / "run-home"
+    home.mkdir()
+    home.chmod(0o777 if how == "writable by others" else 0o700)
+    if how == "someone else's":
+        os.chown(home, 65534, 65534)
+    problems = failures(run_script(["--cpu", "--check"], cpu_env(tmp_path, CUA_RUN_HOME=str(home))))
+    assert any(p.startswith(f"CUA_RUN_HOME={home} must be a folder of yours that no one else can write")
+               for p in problems), problems  # fmt: skip
 
 
 def test_disk_space(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -539,3 +540,33 @@ def test_a_pool_keeps_the_signal_handling_of_a_program_that_has_its_own(tmp_path
     proc.start()
     proc.join(timeout=60)
     assert proc.exitcode == 0 and out.read_text() == "True"
+
+
+@pytest.mark.parametrize("how", ["a top others can write", "someone else's, open to all", "a link"])
+def test_the_boxes_control_folders_sit_only_in_a_private_tree(tmp_path, how):
+    """Box folders under a folder others can write could be swapped for links that the engine mounts; our
+    own folders an earlier version left open are closed."""
+    from sandbox.base import private_dirs
+    from sandbox.errors import SandboxError
+
+    home = tmp_path / "home"
+    run = home / "sandbox" / "run" / "ep-1"
+    (home / "sandbox").mkdir(parents=True)
+    (home / "sandbox").chmod(0o777)  # ours: closed
+    assert private_dirs(home, run) == run
+    assert [oct(d.stat().st_mode & 0o777) for d in (home / "sandbox", run)] == ["0o700", "0o700"]
+    target = home / "sandbox"
+    if how == "a top others can write":
+        target = home
+        home.chmod(0o777)
+    elif how == "someone else's, open to all":
+        os.chown(target, 65534, 65534)
+        target.chmod(0o777)
+    else:
+        for d in sorted(target.rglob("*"), reverse=True):
+            d.rmdir()
+        target.rmdir()
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        target.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(SandboxError, match=f"{target} must be a folder of yours that no one else can write"):
+        private_dirs(home, run)
