@@ -40,6 +40,9 @@ DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
 HOST_FORMS = {"unix": "unix:///absolute/path", "tcp": "tcp://host:port", "ssh": "ssh://user@host"}
 
 
+LOG_MAX_SIZE = "10m"  # of a box's engine log (what `podman logs` shows; the start errors quote its tail)
+
+
 def default_docker_host() -> str:
     if os.environ.get("DOCKER_HOST"):
         return os.environ["DOCKER_HOST"]
@@ -135,9 +138,13 @@ class DockerBackend(Backend):
 
     def isolation(self, memory_mb: int, cpus: float, pids: int) -> dict[str, Any]:
         """What every box of this backend runs with (docker-py `containers.run` arguments): no network,
-        no capabilities, no privilege gain, memory/CPU/pids limits, an init, the owner labels."""
+        no capabilities, no privilege gain, memory/CPU/pids limits, an init, the owner labels, and a log
+        of at most LOG_MAX_SIZE (a box writing to its own stdout filled the engine's disk)."""
+        from docker.types import LogConfig
+
         mem = f"{memory_mb}m"
         return {
+            "log_config": LogConfig(type="json-file", config={"max-size": LOG_MAX_SIZE}),
             "detach": True,
             "labels": {**owner_labels(self.run_id), "cua.backend": "docker"},
             "init": True,
