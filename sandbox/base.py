@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.client import ControlClient, SandboxClient
-from sandbox.errors import SandboxError
+from sandbox.errors import BoxBroken, SandboxDied, SandboxError
 
 LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
 
@@ -202,6 +202,13 @@ class Sandbox:
         await self.backend.stop(self)
 
 
+@dataclass(frozen=True)
+class BoxState:
+    running: bool
+    how: str  # "running", "exited with code 137, out of memory"
+    killed_through_engine: bool = False  # by an operator or a reaper, not by what ran in the box
+
+
 class Backend:
     """Starts and stops boxes. All boxes carry the owner labels so a reaper can find orphans."""
 
@@ -231,6 +238,10 @@ class Backend:
             raise
         return sb
 
+    def state(self, box_id: str) -> BoxState | None:
+        """How the box stands in its engine; None when the engine no longer has it, or cannot say."""
+        return None
+
     def remove_sync(self, box_id: str) -> None:
         """Blocking removal, usable from signal and atexit handlers (no event loop)."""
         raise NotImplementedError
@@ -247,3 +258,21 @@ class Backend:
                 self.remove_sync(box["id"])
                 removed.append(box["id"])
         return removed
+
+
+async def broken_from_inside(backend: Backend, box_id: str, exc: SandboxError) -> BoxBroken | None:
+    """`exc` (a box that died or stopped answering) as the doing of what ran in the box: its processes
+    ended (the engine logged no kill of it), or it runs with its control loop silent. None when the engine
+    killed it for a client (an operator, a reaper), no longer has it, or cannot be asked: an
+    infrastructure failure."""
+    try:
+        state = await asyncio.to_thread(backend.state, box_id)
+        if state is not None and state.running and isinstance(exc, SandboxDied):
+            await asyncio.sleep(1.0)  # its server just went: the engine may not have seen the box end yet
+            state = await asyncio.to_thread(backend.state, box_id)
+    except Exception:
+        return None
+    if state is None or state.killed_through_engine:
+        return None
+    how = "it runs, with its control loop silent" if state.running else state.how
+    return BoxBroken(f"{box_id} broke ({how}) after {exc}")

@@ -24,8 +24,8 @@ from cua_agent.episode.parser import ParseFailure, parse_action
 from cua_agent.episode.prompting import PromptBudgetError, build_messages
 from cua_agent.episode.turn import Turn
 from cua_agent.inference.errors import InferenceServerError
-from sandbox.base import Sandbox
-from sandbox.errors import BoxBroken, SandboxError, SandboxRequestError
+from sandbox.base import Sandbox, broken_from_inside
+from sandbox.errors import BoxBroken, SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
 
 
 @dataclass(frozen=True)
@@ -113,51 +113,66 @@ async def _loop(
     if not ep.instruction:
         raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")
     screenshots = [await sandbox.screenshot()]
-    max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
-    family = family_named(cfg.model_family)
-    for _ in range(max_turns):
-        prompt = build_messages(
-            ep.instruction,
-            ep.turns,
-            screenshots,
-            cfg.history_screenshots,
-            mapping,
-            count_tokens=count_tokens,
-            max_tokens=cfg.max_prompt_tokens,
-            image_tokens=image_tokens,
-            family=family,
-        )
-        t0 = time.monotonic()
-        call = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
-        model_s = time.monotonic() - t0
-        parsed = parse_action(call.text, mapping)
+    acted = False  # whether an action of the policy reached the box
+    try:
+        max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
+        family = family_named(cfg.model_family)
+        for _ in range(max_turns):
+            prompt = build_messages(
+                ep.instruction,
+                ep.turns,
+                screenshots,
+                cfg.history_screenshots,
+                mapping,
+                count_tokens=count_tokens,
+                max_tokens=cfg.max_prompt_tokens,
+                image_tokens=image_tokens,
+                family=family,
+            )
+            t0 = time.monotonic()
+            call = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
+            model_s = time.monotonic() - t0
+            parsed = parse_action(call.text, mapping)
 
-        if isinstance(parsed, ParseFailure):
-            ep.format_failures += 1
-            ep.turns.append(Turn(call, None, f"no valid action: {parsed.reason}", model_s))
-            screenshots.append(screenshots[-1])  # nothing happened: same screen
-            if cfg.on_parse_failure == "end":
-                ep.status = "parse_failure"
+            if isinstance(parsed, ParseFailure):
+                ep.format_failures += 1
+                ep.turns.append(Turn(call, None, f"no valid action: {parsed.reason}", model_s))
+                screenshots.append(screenshots[-1])  # nothing happened: same screen
+                if cfg.on_parse_failure == "end":
+                    ep.status = "parse_failure"
+                    break
+                continue
+
+            if isinstance(parsed.action, Done):
+                ep.turns.append(Turn(call, parsed.action, "done", model_s))
+                ep.status = "done"
                 break
-            continue
 
-        if isinstance(parsed.action, Done):
-            ep.turns.append(Turn(call, parsed.action, "done", model_s))
-            ep.status = "done"
-            break
-
-        t1 = time.monotonic()
-        try:
-            result, png = await sandbox.step(parsed.action.to_wire())
-            note = "ok"
-        except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
-            ep.format_failures += 1
-            result, note, png = {}, f"rejected: {exc}", screenshots[-1]
-        ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
-        screenshots.append(png)
-        if result.get("task_done"):  # the task ended its episode (MiniWoB's verdict): nothing left to act on
-            ep.status = "task_done"
-            break
-    else:
-        ep.status = "max_turns"
-    ep.task_reward = float((await sandbox.evaluate())["reward"])
+            t1 = time.monotonic()
+            acted = True
+            try:
+                result, png = await sandbox.step(parsed.action.to_wire())
+                note = "ok"
+            except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
+                ep.format_failures += 1
+                result, note, png = {}, f"rejected: {exc}", screenshots[-1]
+            ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
+            screenshots.append(png)
+            if result.get(
+                "task_done"
+            ):  # the task ended its episode (MiniWoB's verdict): nothing left to act on
+                ep.status = "task_done"
+                break
+        else:
+            ep.status = "max_turns"
+        ep.task_reward = float((await sandbox.evaluate())["reward"])
+    except (SandboxDied, SandboxTimeout) as exc:
+        # A box that can hand the policy a shell (a task outside REUSABLE_FAMILIES) and died or went silent
+        # from inside after its actions is the policy's doing: its 0, not a way out of one.
+        if (
+            acted
+            and not sandbox.reusable
+            and (why := await broken_from_inside(sandbox.backend, sandbox.id, exc))
+        ):
+            raise why from exc
+        raise

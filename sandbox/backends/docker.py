@@ -18,7 +18,6 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from sandbox.base import (
     SECRETS_FILE,
     Backend,
     BoxSecrets,
+    BoxState,
     Sandbox,
     SandboxSpec,
     cua_home,
@@ -264,13 +264,6 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         self.docker.close()
-
-
-@dataclass(frozen=True)
-class BoxState:
-    running: bool
-    how: str  # "running", "exited with code 137, out of memory"
-    killed_through_engine: bool = False  # by an operator or a reaper, not by what ran in the box
 
 
 def _gone(exc: Exception) -> bool:

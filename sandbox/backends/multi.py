@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sandbox.base import Backend, Sandbox, SandboxSpec
+from sandbox.base import Backend, BoxState, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError, SandboxStartError
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,11 @@ class MultiBackend(Backend):
             sb.meta["endpoint"] = ep
             return sb
         raise SandboxStartError("no endpoint could start a sandbox: " + "; ".join(errors))
+
+    def state(self, box_id: str) -> BoxState | None:
+        with self._lock:
+            ep = self._mine.get(box_id)
+        return None if ep is None else self.backend(ep).state(box_id)
 
     def remove_sync(self, box_id: str) -> None:
         with self._lock:

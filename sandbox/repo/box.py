@@ -34,7 +34,7 @@ from sandbox.aio import finish
 from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
 
 if TYPE_CHECKING:
-    from sandbox.backends.docker import BoxState, DockerBackend
+    from sandbox.backends.docker import DockerBackend
 
 CONTROL_SCRIPT = Path(__file__).with_name("control.sh")
 REQUESTS_IN_BOX = "/run/cua/in"  # the host's requests: read-only in the box
@@ -211,10 +211,6 @@ class RepoBox:
             f'else patch -p1 --forward --batch < "{data}"; fi'
         )
         return await self._request(script, 60.0, 8192, data=diff.encode() if isinstance(diff, str) else diff)
-
-    async def state(self) -> BoxState | None:
-        """How the box stands in its engine; None when the engine no longer has it."""
-        return await asyncio.to_thread(self.backend.state, self.id)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.backend.remove_sync, self.id)

@@ -28,6 +28,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sandbox.base import broken_from_inside
 from sandbox.errors import BoxBroken, SandboxError
 from sandbox.repo.box import CommandResult, RepoBox
 from sandbox.repo.reports import PARSERS, unmet
@@ -56,18 +57,9 @@ class Score:
 
 
 async def broken(box: RepoBox, exc: SandboxError) -> BoxBroken | None:
-    """`exc` (a box that died or stopped answering) as the doing of what ran in the box: its processes
-    ended (the engine logged no kill of it), or it runs with its control loop silent. None when the engine
-    killed it for a client (an operator, a reaper), no longer has it, or cannot be asked: an
-    infrastructure failure."""
-    try:
-        state = await box.state()
-    except Exception:
-        return None
-    if state is None or state.killed_through_engine:
-        return None
-    how = "it runs, with its control loop silent" if state.running else state.how
-    return BoxBroken(f"{box.id} broke ({how}) after {exc}")
+    """`exc` as the doing of what ran in the box (the agent's shell, or its code under test), or None:
+    an infrastructure failure (sandbox/base.py broken_from_inside)."""
+    return await broken_from_inside(box.backend, box.id, exc)
 
 
 async def diff_of(box: RepoBox, base: str) -> bytes | Score:

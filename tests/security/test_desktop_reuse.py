@@ -40,3 +40,36 @@ async def test_a_box_that_gave_a_shell_is_removed_and_a_miniwob_box_is_reused(sa
         await pool.close()
         assert backend.list_boxes(run_id=backend.run_id) == []
         backend.close()
+
+
+async def test_a_policy_that_kills_its_desktop_box_from_its_shell_scores_0(sandbox_setup):
+    """desktop/terminal-file's xterm: the policy types `kill -9 -1`, which ends the box's control server
+    and with it the box. Before: an infrastructure failure, so the episode was dropped and its 0 unscored."""
+    from cua_agent.episode.actions import Click, Key, TypeText
+    from cua_agent.episode.coordinates import CoordinateMapping
+    from cua_agent.episode.loop import EpisodeConfig, run_episode
+    from cua_agent.episode.tool_calls import format_tool_call
+    from cua_agent.inference.model_call import ModelCall
+
+    backend = DockerBackend(run_id=f"pytest-kill-{os.getpid()}")
+    pool = SandboxPool(backend, SandboxSpec(), max_size=1, install_handlers=False)
+    await pool.start()
+    w, h = SandboxSpec().screen
+    mapping = CoordinateMapping.identity(w, h)
+    actions = [Click(w // 2, h // 2), TypeText("kill -9 -1"), Key("Return"), Key("Return")]
+
+    class Policy:
+        async def chat(self, messages, images) -> ModelCall:
+            return ModelCall(format_tool_call(actions.pop(0), mapping))
+
+    try:
+        sb = await pool.acquire(timeout=120)
+        cfg = EpisodeConfig(max_turns=4, episode_timeout_s=120)
+        ep = await run_episode(sb, Policy(), {"task_id": "desktop/terminal-file", "seed": 0}, cfg, mapping)
+        await pool.release(sb, broken=ep.box_spoiled)
+        assert (ep.status, ep.task_reward) == ("box_broken", 0.0), ep
+        assert "BoxBroken" in ep.error and " broke (" in ep.error, ep.error
+    finally:
+        await pool.close()
+        assert backend.list_boxes(run_id=backend.run_id) == []
+        backend.close()
