@@ -156,6 +156,9 @@ async def _loop(
             except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
                 ep.format_failures += 1
                 result, note, png = {}, f"rejected: {exc}", screenshots[-1]
+            except (SandboxDied, SandboxTimeout):  # kept: if the box broke from inside, this action did it
+                ep.turns.append(Turn(call, parsed.action, "box lost", model_s, time.monotonic() - t1))
+                raise
             ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
             screenshots.append(png)
             if result.get(

@@ -69,6 +69,7 @@ async def test_a_policy_that_kills_its_desktop_box_from_its_shell_scores_0(sandb
         await pool.release(sb, broken=ep.box_spoiled)
         assert (ep.status, ep.task_reward) == ("box_broken", 0.0), ep
         assert "BoxBroken" in ep.error and " broke (" in ep.error, ep.error
+        assert ep.turns[-1].note == "box lost" and ep.turns[-1].action.keys == "Return"  # trained with its 0
     finally:
         await pool.close()
         assert backend.list_boxes(run_id=backend.run_id) == []
