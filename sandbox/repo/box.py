@@ -116,6 +116,8 @@ class CommandResult:
 class RepoBox:
     """A running repository box. One request at a time (control.sh is a single loop)."""
 
+    answer_grace_s = 15.0  # past a command's timeout, until a silent control loop is a broken box
+
     def __init__(self, box_id: str, backend: DockerBackend, spec: RepoSpec, folder: Path) -> None:
         self.id, self.backend, self.spec, self.folder = box_id, backend, spec, folder
         self._lock = asyncio.Lock()
@@ -145,7 +147,7 @@ class RepoBox:
                 (self.requests / f"{rid}.limits").write_text(f"{max(1, round(timeout_s))} {max_bytes + 1}\n")
                 self._send(rid)
                 start = time.monotonic()
-                await self._wait(f"{rid}.rc", start + timeout_s + 15)
+                await self._wait(f"{rid}.rc", start + timeout_s + self.answer_grace_s)
                 seconds = time.monotonic() - start
                 try:
                     exit_code = _exit_status(read_answer(self.answers, f"{rid}.rc", MAX_RC_BYTES))

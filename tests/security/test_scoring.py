@@ -130,6 +130,7 @@ async def test_a_policy_that_breaks_its_box_scores_0(backend, breaks):
     cfg = TerminalConfig(max_turns=3, command_timeout_s=2)
     t0 = time.monotonic()
     async with repo_box(backend, CALC.spec) as box:
+        box.answer_grace_s = 3.0  # a silent loop is known sooner (the default 15 s allows for a loaded host)
         ep = await run_terminal_episode(box, fresh(backend, CALC), model, CALC, 0, cfg)
     assert (ep.status, ep.task_reward) == ("box_broken", 0.0), ep
     assert "broke" in ep.error and ep.turns[-1].note == "box_broken", ep.error
