@@ -54,7 +54,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
     settings = Settings()  # secrets and endpoints: environment, else .env
     settings.export()
     os.environ["AREAL_SPMD_MODE"] = "1"
-    single_process_dist_env()
+    single_process_dist_env(port=False)
     rank = int(os.environ["RANK"])
     _absolute_paths(config)
     lock = _lock_trial(config, rank)  # noqa: F841 - held, open, until the process ends
@@ -90,6 +90,7 @@ def run(config: CUAGRPOConfig, train_dataset: Any = None) -> None:
             server.wait_healthy(LOCAL_SERVER_TIMEOUT_S)
             addresses = [server.address]
         logger.info(f"vLLM servers: {addresses}; outputs under {exp_dir}")
+        master_port_now()  # after the local server took its ports (one rank; torchrun has set it)
 
         if train_dataset is None:
             from cua_agent.rollout.task_rows import training_rows
@@ -241,12 +242,19 @@ def _resume_point(config: CUAGRPOConfig, rank: int) -> Path | None:
     return path
 
 
-def single_process_dist_env() -> None:
-    """torchrun sets these; a plain `python train_areal.py` is one rank."""
+def single_process_dist_env(port: bool = True) -> None:
+    """torchrun sets these; a plain `python train_areal.py` is one rank. `port=False` leaves MASTER_PORT
+    for later (master_port_now): a free port picked before a local vLLM server starts can be the one the
+    server then binds (the kernel hands a freed port out again), and the process group fails on it."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if port:
+        master_port_now()
+
+
+def master_port_now() -> None:
     os.environ.setdefault("MASTER_PORT", str(free_port()))
 
 
