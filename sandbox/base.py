@@ -106,10 +106,8 @@ class BoxSecrets:
         return cls(new_token(), new_token())
 
     def write(self, folder: Path) -> None:
-        path = folder / SECRETS_FILE
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644
-        )  # the box's user reads it
+        new_file = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW  # never through what is there
+        fd = os.open(folder / SECRETS_FILE, new_file, 0o644)  # 0644: the box's user reads it
         with os.fdopen(fd, "w") as f:
             json.dump({"token": self.token, "proof": self.proof}, f)
 

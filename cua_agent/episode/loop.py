@@ -161,9 +161,8 @@ async def _loop(
                 raise
             ep.turns.append(Turn(call, parsed.action, note, model_s, time.monotonic() - t1))
             screenshots.append(png)
-            if result.get(
-                "task_done"
-            ):  # the task ended its episode (MiniWoB's verdict): nothing left to act on
+            # the task ended its episode (MiniWoB's verdict): nothing left to act on
+            if result.get("task_done"):
                 ep.status = "task_done"
                 break
         else:

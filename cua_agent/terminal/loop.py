@@ -137,14 +137,11 @@ async def _loop(
         t1 = time.monotonic()
         try:
             result = await execute(box, tool, cfg)
-        except SandboxError as exc:
+        except SandboxError as exc:  # kept: if the box broke from inside, this command did it
+            ep.turns.append(Turn(call, tool, "box lost", model_s, time.monotonic() - t1))
             if (why := await broken(box, exc)) is None:
                 raise
-            ep.turns.append(
-                Turn(call, tool, "box_broken", model_s, time.monotonic() - t1, observation=str(why))
-            )
-            ep.status, ep.error, ep.task_reward = "box_broken", str(why), 0.0
-            return
+            raise why from exc  # the policy's 0 (play_guarded)
         observation = _cut(result.observation(), cfg.observation_chars)
         ep.turns.append(Turn(call, tool, "ok", model_s, time.monotonic() - t1, observation=observation))
     else:
