@@ -33,8 +33,7 @@ class RolloutSandboxes:
         self._pool: SandboxPool | None = None
         self._lock: asyncio.Lock | None = None
         self._repo_backend: Any = None  # a DockerBackend, made on the first repository box
-        self._repo_slots: asyncio.Semaphore | None = None
-        self._scoring_slots: asyncio.Semaphore | None = None
+        self._slots: dict[str, asyncio.Semaphore] = {}  # "repo": episodes' boxes, "scoring": their tests'
 
     def spec_for(self, row: dict[str, Any]) -> SandboxSpec:
         """The box a task row needs: its `sandbox` block (backend, image, resources) over the run's defaults."""
@@ -71,20 +70,19 @@ class RolloutSandboxes:
                 ).start()
         return self._pool
 
-    @contextlib.asynccontextmanager
-    async def repo_box(self, spec: RepoSpec) -> AsyncIterator[RepoBox]:
+    def repo_box(self, spec: RepoSpec) -> contextlib.AbstractAsyncContextManager[RepoBox]:
         """A repository box for one episode, removed after it whatever happens."""
-        if self._repo_slots is None:
-            self._repo_slots = asyncio.Semaphore(self.config.max_concurrency)
-        async with self._repo_slots, repo_box(self._docker(), spec) as box:
-            yield box
+        return self._box("repo", spec)
+
+    def scoring_box(self, spec: RepoSpec) -> contextlib.AbstractAsyncContextManager[RepoBox]:
+        """A fresh box of the same image for an episode's tests, removed after them."""
+        return self._box("scoring", spec)
 
     @contextlib.asynccontextmanager
-    async def scoring_box(self, spec: RepoSpec) -> AsyncIterator[RepoBox]:
-        """A fresh box of the same image for an episode's tests, removed after them."""
-        if self._scoring_slots is None:
-            self._scoring_slots = asyncio.Semaphore(self.config.max_concurrency)
-        async with self._scoring_slots, repo_box(self._docker(), spec) as box:
+    async def _box(self, kind: str, spec: RepoSpec) -> AsyncIterator[RepoBox]:
+        if kind not in self._slots:  # made in the event loop that runs the episodes
+            self._slots[kind] = asyncio.Semaphore(self.config.max_concurrency)
+        async with self._slots[kind], repo_box(self._docker(), spec) as box:
             yield box
 
     def _docker(self) -> Any:

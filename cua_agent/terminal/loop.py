@@ -26,9 +26,10 @@ from cua_agent.episode.loop import Episode, play_guarded
 from cua_agent.episode.prompting import PromptBudgetError, TokenCounter
 from cua_agent.episode.turn import Turn
 from cua_agent.terminal.tools import ToolCall, ToolCallError, parse_tool_call, system_prompt
+from sandbox.base import broken_from_inside
 from sandbox.errors import SandboxError
 from sandbox.repo.box import CommandResult, RepoBox
-from sandbox.repo.scoring import FreshBox, broken, score
+from sandbox.repo.scoring import FreshBox, score
 from sandbox.repo.tasks import RepoTask, RepoTaskFiles
 
 
@@ -139,7 +140,7 @@ async def _loop(
             result = await execute(box, tool, cfg)
         except SandboxError as exc:  # kept: if the box broke from inside, this command did it
             ep.turns.append(Turn(call, tool, "box lost", model_s, time.monotonic() - t1))
-            if (why := await broken(box, exc)) is None:
+            if (why := await broken_from_inside(box.backend, box.id, exc)) is None:
                 raise
             raise why from exc  # the policy's 0 (play_guarded)
         observation = _cut(result.observation(), cfg.observation_chars)

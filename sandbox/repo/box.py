@@ -5,8 +5,8 @@ apply a patch.
 
 Failures keep their meaning: a command that fails, hangs (cut at its timeout) or floods its output is
 the agent's business (a CommandResult says so); a box that is gone or stops answering raises
-(SandboxDied / SandboxTimeout), and `state()` tells whose doing it was (sandbox/repo/scoring.py: a box
-broken from inside is the policy's 0, one the engine killed or lost is an infrastructure failure).
+(SandboxDied / SandboxTimeout), and sandbox/base.py `broken_from_inside` tells whose doing it was: a box
+broken from inside is the policy's 0, one the engine killed or lost is an infrastructure failure.
 
 Everything in a box is hostile (the model has a shell there). The host writes requests into a folder the
 box can only read, and reads answers from the one it writes without following links: an answer must be a

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sandbox.base import broken_from_inside
-from sandbox.errors import BoxBroken, SandboxError
+from sandbox.errors import SandboxError
 from sandbox.repo.box import CommandResult, RepoBox
 from sandbox.repo.reports import PARSERS, unmet
 
@@ -56,18 +56,12 @@ class Score:
     result: CommandResult | None = None  # the tests' run, when they ran
 
 
-async def broken(box: RepoBox, exc: SandboxError) -> BoxBroken | None:
-    """`exc` as the doing of what ran in the box (the agent's shell, or its code under test), or None:
-    an infrastructure failure (sandbox/base.py broken_from_inside)."""
-    return await broken_from_inside(box.backend, box.id, exc)
-
-
 async def diff_of(box: RepoBox, base: str) -> bytes | Score:
     """The agent's work in `box` as a binary git diff against `base`, or the reason it scores 0."""
     try:
         out = await box.run(DIFF_SCRIPT.format(base=base), DIFF_TIMEOUT_S, MAX_PATCH_BYTES)
     except SandboxError as exc:
-        if (why := await broken(box, exc)) is None:
+        if (why := await broken_from_inside(box.backend, box.id, exc)) is None:
             raise
         return Score(0.0, f"the agent's box: {why}")
     if out.truncated:
@@ -96,7 +90,7 @@ async def score(agent_box: RepoBox, tests: RepoTests, fresh_box: FreshBox) -> Sc
         try:
             return await _test(box, diff, tests)
         except SandboxError as exc:  # the agent's code under test can break the scoring box too
-            if (why := await broken(box, exc)) is None:
+            if (why := await broken_from_inside(box.backend, box.id, exc)) is None:
                 raise
             return Score(0.0, f"the tests' box: {why}")
 
