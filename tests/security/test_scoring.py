@@ -12,13 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from cua_agent.inference.model_call import ModelCall
 from cua_agent.terminal.loop import TerminalConfig, run_terminal_episode
-from cua_agent.terminal.tools import ToolCall, format_tool_call
 from sandbox.backends.docker import DockerBackend
 from sandbox.repo.box import RepoBox, repo_box
 from sandbox.repo.scoring import score
 from sandbox.repo.tasks import SAMPLE_TASKS, RepoTask, load_repo_tasks
+from tests.agent.test_terminal_agent import Scripted, call
 
 pytestmark = pytest.mark.slow
 
@@ -99,18 +98,6 @@ async def test_an_unrelated_failing_test_does_not_hold_the_reward_at_0(backend):
     assert fixed.reward == 1.0 and fixed.result.exit_code == 1, fixed
     assert "TestChars.test_whitespace_is_left_out) ... FAIL" in fixed.result.output
     assert by_exit_status.reward == 0.0
-
-
-def call(name: str, **arguments: str) -> str:
-    return format_tool_call(ToolCall(name, arguments))
-
-
-class Scripted:
-    def __init__(self, outputs: list[str]) -> None:
-        self.outputs = outputs
-
-    async def chat(self, messages, images) -> ModelCall:
-        return ModelCall(self.outputs.pop(0))
 
 
 # the control loop is the parent of `timeout`, the parent of the command's shell
