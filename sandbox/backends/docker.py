@@ -254,16 +254,25 @@ class DockerBackend(Backend):
 
     def reap(self, all_boxes: bool = False) -> list[str]:
         removed = super().reap(all_boxes)
-        # Socket dirs of boxes that no longer exist (e.g. removed by hand).
+        # Control folders of boxes that no longer exist (e.g. removed by hand). A box that another process
+        # (a trainer rank) is starting has its folder before the engine lists it: young folders stay.
         live = {b["id"] for b in self.list_boxes()}
+        settled = time.time() - self.start_timeout
         if self.run_dir.is_dir():
             for d in self.run_dir.iterdir():
-                if d.name.startswith("cua-sb-") and d.name not in live:
+                if d.name.startswith("cua-sb-") and d.name not in live and _mtime(d) < settled:
                     shutil.rmtree(d, ignore_errors=True)
         return removed
 
     def close(self) -> None:
         self.docker.close()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # removed meanwhile
+        return float("inf")
 
 
 def _gone(exc: Exception) -> bool:

@@ -327,3 +327,31 @@ async def test_two_pools_reaping_the_same_orphans_at_once_both_start():
         assert not [s for s in started if isinstance(s, BaseException)], started
         probe = make_backend("docker", run_id="pytest-probe")
         assert not [b for b in probe.list_boxes() if b["labels"].get("cua.run_id", "").startswith(run_id)]
+
+
+async def test_a_box_starting_while_another_rank_reaps_keeps_its_control_folder(docker_backend, monkeypatch):
+    """A rank's pool reaps when it starts, while another rank's box is starting: that box's control folder
+    (its keys, its socket) exists before the engine lists the box. Reaped as a folder of a box removed by
+    hand, the box could not read its keys and failed to start (seen in a resumed 2-rank rehearsal)."""
+    from docker.models.containers import ContainerCollection
+
+    from sandbox.backends.docker import DockerBackend
+
+    starter = DockerBackend(run_id=f"pytest-starting-{os.getpid()}")
+    reaper = DockerBackend(run_id=f"pytest-reaping-{os.getpid()}")
+    run = ContainerCollection.run
+
+    def reaped_first(self, *args, **kwargs):  # the other rank's reap lands between folder and container
+        reaper.reap()
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(ContainerCollection, "run", reaped_first)
+    try:
+        sb = await starter.start(SandboxSpec())
+        try:
+            await asyncio.wait_for(sb.screenshot(), 30)
+        finally:
+            await sb.close()
+    finally:
+        starter.close()
+        reaper.close()
