@@ -15,9 +15,12 @@ served_name="$model"
 model="$(serving_dir "$py" "$model")"
 
 # CPU settings measured on 2-core machines (docs/architecture.md, vLLM): no thread pinning, 1 GiB KV cache, fp32, eager,
-# single-process executor. Dev mode exposes pause/resume, collective_rpc (weight reload) and cache resets.
+# the model run in the engine's own process. vLLM's CPU platform turns `--distributed-executor-backend uni` into a
+# third process (a worker) unless VLLM_ENABLE_V1_MULTIPROCESSING=0; the API server and the engine stay two
+# processes either way. Dev mode exposes pause/resume, collective_rpc (weight reload) and cache resets.
 export VLLM_TARGET_DEVICE=cpu VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}" \
-  VLLM_SERVER_DEV_MODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+  VLLM_ENABLE_V1_MULTIPROCESSING="${VLLM_ENABLE_V1_MULTIPROCESSING:-0}" VLLM_SERVER_DEV_MODE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 
 lora_args
 serve_until_exit "${VLLM_HOST:-127.0.0.1}" "${VLLM_PORT:-8000}" "${VLLM_HEALTH_TIMEOUT:-300}" \
