@@ -12,6 +12,7 @@ exec per step (each podman exec leaves conmon processes behind for minutes, docs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -94,6 +95,7 @@ class DockerBackend(Backend):
         self.docker_host = docker_host or default_docker_host()
         self.docker = docker.DockerClient(base_url=self.docker_host, timeout=60)
         self.start_timeout = start_timeout
+        self._homes: dict[str, str] = {}  # image -> its HOME
         # A path the Docker daemon can bind-mount on the machine that runs this process (the control socket
         # in it is a unix socket: it does not cross machines). One folder per endpoint, so that reaping one
         # endpoint never removes the sockets of live boxes on another.
@@ -113,6 +115,8 @@ class DockerBackend(Backend):
             spec.image,
             name=name,
             **self.isolation(spec.memory_mb, spec.cpus, spec.pids),
+            read_only=True,  # the image as built; what the box writes is in RAM, within its memory limit
+            tmpfs=ram_folders(self._writable_folders(spec.image), spec.memory_mb),
             environment={
                 "CUA_SANDBOX_SECRETS": f"/run/cua/{SECRETS_FILE}",
                 "CUA_SCREEN_WIDTH": str(spec.screen[0]),
@@ -134,7 +138,16 @@ class DockerBackend(Backend):
                 raise SandboxStartError(f"{name} exited during start:\n{logs}")
             time.sleep(0.05)
         json.loads(ready.read_text())  # written atomically by the server once it serves
+        lock_control_folder(sock_dir)
         return name, str(sock_dir / "control.sock"), keys
+
+    def _writable_folders(self, image: str) -> list[str]:
+        """Where a desktop box writes: /tmp, /var/tmp and its user's home (the image's HOME; /root when the
+        image sets none), nothing else."""
+        if image not in self._homes:
+            env = self.docker.api.inspect_image(image)["Config"].get("Env") or []
+            self._homes[image] = dict(e.split("=", 1) for e in env if "=" in e).get("HOME", "/root")
+        return sorted({"/tmp", "/var/tmp", self._homes[image]})
 
     def isolation(self, memory_mb: int, cpus: float, pids: int) -> dict[str, Any]:
         """What every box of this backend runs with (docker-py `containers.run` arguments): no network,
@@ -233,7 +246,7 @@ class DockerBackend(Backend):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        shutil.rmtree(self.run_dir / box_id, ignore_errors=True)
+        remove_control_folder(self.run_dir / box_id)
 
     def _known(self, box_id: str) -> bool:
         """Whether the engine still lists a box of this name."""
@@ -261,11 +274,34 @@ class DockerBackend(Backend):
         if self.run_dir.is_dir():
             for d in self.run_dir.iterdir():
                 if d.name.startswith("cua-sb-") and d.name not in live and _mtime(d) < settled:
-                    shutil.rmtree(d, ignore_errors=True)
+                    remove_control_folder(d)
         return removed
 
     def close(self) -> None:
         self.docker.close()
+
+
+def ram_folders(paths: list[str], memory_mb: int) -> dict[str, str]:
+    """docker-py `tmpfs` for a read-only box: each folder in RAM, at most half the box's memory. A flood of
+    one folder ends with ENOSPC; whatever the box writes counts against its memory limit, so floods of
+    several end the box (out of memory) at the latest."""
+    return {p: f"size={max(memory_mb // 2, 1)}m,mode=1777" for p in paths}
+
+
+def lock_control_folder(folder: Path) -> None:
+    """Once a desktop box serves: its control folder keeps the socket and nothing the box can add to. The
+    box's server wrote all it writes there (its socket, the ready file); the ready file goes, and the
+    folder becomes read-only, so a process in the box can neither fill the host's disk through it nor put
+    another socket in the server's place. (A box user with the host user's uid could undo the mode: the
+    compose stack's trainer is root, and rootless engines map box users to other uids.)"""
+    (folder / "ready.json").unlink()
+    folder.chmod(0o555)
+
+
+def remove_control_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.chmod(0o700)  # a locked folder's entries can be removed again
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _mtime(path: Path) -> float:

@@ -5,8 +5,9 @@ image under podman.
 Before: the server's token was in the container's environment (so in /proc/1/environ and every exec'd
 process), and the host took any answer from the socket, so a process that moved the server's socket aside
 and relayed through it could turn any evaluation into reward 1. Now the keys come in a file the server
-deletes, the server is non-dumpable, and every answer is signed with a key that is never sent
-(sandbox/base.py BoxSecrets, sandbox/server/protocol.py signature)."""
+deletes, the server is non-dumpable, the box's control folder is read-only once the server serves (no
+socket can take its place), and every answer is signed with a key that is never sent (sandbox/base.py
+BoxSecrets, sandbox/server/protocol.py signature), for where that folder's lock does not hold."""
 
 from __future__ import annotations
 
@@ -81,14 +82,21 @@ async def test_the_keys_cannot_be_read_inside_and_a_relay_cannot_change_an_answe
 
         found = shell(
             "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; echo; done 2>&1; ls -la /run/cua; "
-            "cat /run/cua/* 2>/dev/null; head -c 4096 /proc/$(cat /run/cua/ready.json | sed 's/.*pid\": *//; s/}.*//')/mem"
+            "cat /run/cua/* 2>/dev/null; for p in /proc/[0-9]*; do grep -qs sandbox.server $p/cmdline && "
+            "head -c 4096 $p/mem; done"
         )
         assert "Permission denied" in found, found[-2000:]  # the server's own /proc files: non-dumpable
         assert token not in found and proof not in found, "a key is readable from inside the box"
         assert "secrets.json" not in shell("ls -a /run/cua"), "the keys' file outlived the server's start"
 
-        shell(f"cat > /tmp/relay.py <<'EOF'\n{RELAY}\nEOF\nnohup /opt/cua/venv/bin/python /tmp/relay.py "
-              ">/tmp/relay.log 2>&1 &")  # fmt: skip
+        shell(f"cat > /tmp/relay.py <<'EOF'\n{RELAY}\nEOF\n")
+        refused = shell("/opt/cua/venv/bin/python /tmp/relay.py 2>&1")  # the folder is locked once it serves
+        assert "PermissionError" in refused and "control.sock" in shell("ls /run/cua"), refused
+        # where the lock does not hold (a box user with the host user's uid can undo its mode), the
+        # signature still does: the relay takes the socket's place, its forged answer is refused
+        socket_dir = os.path.dirname(sb.meta["socket"])
+        os.chmod(socket_dir, 0o777)
+        shell("nohup /opt/cua/venv/bin/python /tmp/relay.py >/tmp/relay.log 2>&1 &")
         deadline = time.monotonic() + 20
         while "ready" not in shell("ls /tmp/relay.ready 2>/dev/null && echo ready"):
             assert time.monotonic() < deadline, shell("cat /tmp/relay.log")
