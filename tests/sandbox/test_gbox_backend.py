@@ -175,12 +175,17 @@ async def test_eight_starts_in_flight_never_stall_the_event_loop(gbox):
     failed = [b for b in boxes if isinstance(b, BaseException)]
     assert not failed, failed
     assert len(shots) == 8
-    worst, wall = max(stalls), time.monotonic() - t0
-    print(f"\n8 gbox starts in {wall:.1f}s; longest event-loop stall {worst * 1000:.0f} ms")
-    # A start that blocks the loop stalls it for that start's whole duration, about wall / 8 or more; the
-    # bound scales with the run's own speed so that a loaded machine's scheduling delays do not fail it.
+    worst, second, wall = *sorted(stalls)[-1:-3:-1], time.monotonic() - t0
+    print(
+        f"\n8 gbox starts in {wall:.1f}s; longest event-loop stalls {worst * 1000:.0f}, {second * 1000:.0f} ms"
+    )
+    # A start that blocks the loop stalls it for that start's whole duration, about wall / 8 or more, once
+    # per box; the bound scales with the run's own speed, and one stall past it is allowed, so that a
+    # loaded machine's scheduling (one 0.37 s stall in a full suite run) does not fail it.
     bound = max(0.25, wall / 16)
-    assert worst < bound, f"the event loop stalled {worst:.2f}s (bound {bound:.2f}s) while boxes started"
+    assert second < bound, (
+        f"the event loop stalled {second:.2f}s twice (bound {bound:.2f}s) while boxes started"
+    )
     assert backend.list_boxes(run_id=backend.run_id) == []
 
 
