@@ -8,6 +8,7 @@ import os
 import socket
 import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,14 @@ def test_trainer_processes_must_match_the_config(tmp_path):
 
 
 # ---- the CPU variant: the rest of the preflight against this machine's podman ----------------------------------
+@pytest.fixture(autouse=True, scope="module")
+def _no_model_cache_left() -> Iterator[None]:
+    """The scripts' default test project (tests/deploy/stack.py) gets a model-cache volume from compose,
+    which a user's project keeps on purpose; the tests' is removed after them."""
+    yield
+    podman("volume", "rm", "-f", f"cua-test-{os.getpid()}_model-cache")
+
+
 def cpu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = script_env(tmp_path, **extra)
     if "CUA_ENV_FILE" not in extra:
@@ -111,7 +120,10 @@ def test_cpu_check_refuses_a_config_that_does_not_fit_naming_the_field(tmp_path)
     """(The check passing, in the trainer's image, is the first thing tests/deploy/test_cpu_stack.py's run
     does.)"""
     env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
-    result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env)
+    try:
+        result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env)
+    finally:  # the project's model cache, which a user's project keeps on purpose
+        podman("volume", "rm", "-f", f"{env['COMPOSE_PROJECT_NAME']}_model-cache")
     assert result.returncode == 1, result.stderr
     assert "preflight passed (config configs/local_cpu.yaml" in result.stderr  # the script's own checks
     assert "  - actor.mb_spec.max_tokens_per_mb: 1024 is below the longest row" in result.stderr
