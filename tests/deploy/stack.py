@@ -112,6 +112,15 @@ def podman(*args: str) -> str:
     return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=60).stdout.strip()
 
 
+TEST_PROJECT = f"cua-test-{os.getpid()}"  # the compose project of script_env
+
+
+def remove_model_cache(project: str) -> None:
+    """The model-cache volume compose gives a project (docker-compose.areal.yml), which a user's project
+    keeps on purpose and a test's must not leave."""
+    podman("volume", "rm", "-f", f"{project}_model-cache")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -135,7 +144,7 @@ def script_env(tmp: Path, **extra: str) -> dict[str, str]:
     """The environment of a script run: this process's, minus any deployment variable set outside."""
     _, deployment = env_example_sections()
     env = {k: v for k, v in os.environ.items() if k not in deployment and k != "CUA_ENV_FILE"}
-    env["COMPOSE_PROJECT_NAME"] = f"cua-test-{os.getpid()}"
+    env["COMPOSE_PROJECT_NAME"] = TEST_PROJECT
     env["CUA_OUTPUT_DIR"] = str(tmp / "outputs")
     env["CUA_RUN_HOME"] = (
         f"/tmp/cua-test-{os.getpid()}"  # short: sandbox socket paths; --check creates nothing

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import SCRIPT, free_port, podman, script_env, write_env_file
+from tests.deploy.stack import SCRIPT, free_port, podman, remove_model_cache, script_env, write_env_file
 from tests.training.harness import left_in_session
 
 pytestmark = pytest.mark.slow
@@ -108,7 +108,7 @@ class Stack:
             podman("rm", "-f", "-t", "0", name)
         podman("pod", "rm", "-f", f"pod_{self.project}")  # podman-compose's
         podman("network", "rm", "-f", f"{self.project}_default")
-        podman("volume", "rm", "-f", f"{self.project}_model-cache")
+        remove_model_cache(self.project)
         shutil.rmtree(self.run_home, ignore_errors=True)
 
 

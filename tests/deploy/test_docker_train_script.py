@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.stack import free_port, path_without, podman, run_script, script_env, write_env_file
+from tests.deploy.stack import (
+    TEST_PROJECT,
+    free_port,
+    path_without,
+    podman,
+    remove_model_cache,
+    run_script,
+    script_env,
+    write_env_file,
+)
 
 FLAGS = ["--config", "--compose", "--resume", "--resume_from_checkpoint", "--no-build", "--cpu", "--check"]
 
@@ -92,10 +101,9 @@ def test_trainer_processes_must_match_the_config(tmp_path):
 # ---- the CPU variant: the rest of the preflight against this machine's podman ----------------------------------
 @pytest.fixture(autouse=True, scope="module")
 def _no_model_cache_left() -> Iterator[None]:
-    """The scripts' default test project (tests/deploy/stack.py) gets a model-cache volume from compose,
-    which a user's project keeps on purpose; the tests' is removed after them."""
+    """script_env's project gets a model-cache volume from compose too."""
     yield
-    podman("volume", "rm", "-f", f"cua-test-{os.getpid()}_model-cache")
+    remove_model_cache(TEST_PROJECT)
 
 
 def cpu_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -122,8 +130,8 @@ def test_cpu_check_refuses_a_config_that_does_not_fit_naming_the_field(tmp_path)
     env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
     try:
         result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env)
-    finally:  # the project's model cache, which a user's project keeps on purpose
-        podman("volume", "rm", "-f", f"{env['COMPOSE_PROJECT_NAME']}_model-cache")
+    finally:
+        remove_model_cache(env["COMPOSE_PROJECT_NAME"])
     assert result.returncode == 1, result.stderr
     assert "preflight passed (config configs/local_cpu.yaml" in result.stderr  # the script's own checks
     assert "  - actor.mb_spec.max_tokens_per_mb: 1024 is below the longest row" in result.stderr

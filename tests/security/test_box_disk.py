@@ -17,6 +17,7 @@ import pytest
 
 from sandbox.backends.docker import DockerBackend
 from sandbox.base import SandboxSpec
+from tests.security.box_shell import box_shell
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +28,7 @@ async def test_a_box_cannot_write_to_the_hosts_disk_and_its_ram_folders_are_capp
     backend = DockerBackend(run_id=f"pytest-disk-{os.getpid()}")
     sb = await backend.start(SandboxSpec(memory_mb=MEMORY_MB))
     try:
-        box = backend.docker.containers.get(sb.id)
-
-        def shell(cmd: str) -> str:  # the agent's shell: the server's user, in the box
-            return box.exec_run(["sh", "-c", cmd], demux=False).output.decode(errors="replace")
-
+        shell = box_shell(backend, sb.id)
         control = os.path.dirname(sb.meta["socket"])
         for target in ("/run/cua/fill", "/opt/cua/fill", "/etc/fill", "/run/fill", "/fill"):
             out = shell(f"dd if=/dev/zero of={target} bs=1M count=64 2>&1")

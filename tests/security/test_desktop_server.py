@@ -20,6 +20,7 @@ from sandbox.backends.docker import DockerBackend
 from sandbox.base import SandboxSpec
 from sandbox.client import SandboxClient
 from sandbox.errors import SandboxImpostor
+from tests.security.box_shell import box_shell
 
 pytestmark = pytest.mark.slow
 
@@ -74,11 +75,7 @@ async def test_the_keys_cannot_be_read_inside_and_a_relay_cannot_change_an_answe
         await sb.reset("miniwob/click-test", 0)
         honest = (await sb.evaluate(wait_s=0.1))["reward"]
         assert honest == 0.0, "nothing was clicked"
-        box = backend.docker.containers.get(sb.id)
-
-        def shell(cmd: str) -> str:  # the agent's shell: the server's user, in the box
-            out = box.exec_run(["sh", "-c", cmd], demux=False)
-            return out.output.decode(errors="replace")
+        shell = box_shell(backend, sb.id)  # the agent's shell: the server's user, in the box
 
         found = shell(
             "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; echo; done 2>&1; ls -la /run/cua; "
