@@ -8,16 +8,17 @@ Every sync is verified, because an adapter that never reaches the server looks l
 - the server lists the new name;
 - a fixed probe's logprobs under the new name differ from those under the previous one whenever what the
   adapter serves does: its tensors changed, unless every B matrix is zero in both versions (B A = 0: each
-  serves the base model). A load that silently served old weights would not.
+  serves the base model). A load that silently served old weights would not. The probe is the top next-token
+  logprobs after a few fixed prompts: it runs while the server generates (other ranks' rollouts), which a
+  `prompt_logprobs` request cannot do on vLLM's CPU build (`VLLMServer.next_token_logprobs`).
 Adapters older than the staleness window are unloaded after the new one serves. Before training, each
-server must take the run's initial adapter (`check_serves_adapters`): a server started without LoRA, or with
-a smaller maximum rank, is refused then, not after the first step's rollouts.
+server loads the run's initial adapter as version 0 (`serve_initial_adapter`): a server started without LoRA,
+or with a smaller maximum rank, is refused then, not after the first step's rollouts.
 """
 
 from __future__ import annotations
 
 import hashlib
-import uuid
 from pathlib import Path
 
 from .errors import InferenceServerError, ServerRequestError, WeightUpdateError
@@ -26,6 +27,7 @@ from .vllm_server import VLLMServer
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 PROBE_TOKENS = list(range(16, 48))  # byte-level ids every tokenizer we serve has
+PROBE_PROMPTS = [PROBE_TOKENS[:n] for n in (8, 16, 24, 32)]
 
 
 def is_adapter(path: str | Path) -> bool:
@@ -76,15 +78,15 @@ async def load_adapter(
     """Serve the adapter at `path` as `name` and verify it (module doc). `previous`: the name the last
     version was served under (None: the base model); `changed`: whether its tensors differ from the
     previous version's. Returns the probe's max |Δ logprob| between the two."""
-    before = await server.prompt_logprobs(PROBE_TOKENS, previous)
+    before = await server.next_token_logprobs(PROBE_PROMPTS, previous)
     await server.load_lora_adapter(name, path)
     served = await server.served_models()
     if name not in served:
         raise WeightUpdateError(
             server.address, "/v1/models", f"adapter {name} ({path}) was loaded but is not served: {served}"
         )
-    after = await server.prompt_logprobs(PROBE_TOKENS, name)
-    moved = max(abs(a - b) for a, b in zip(after, before, strict=True))
+    after = await server.next_token_logprobs(PROBE_PROMPTS, name)
+    moved = max(top_logprobs_moved(a, b) for a, b in zip(after, before, strict=True))
     if changed and moved == 0.0:
         raise WeightUpdateError(
             server.address,
@@ -101,12 +103,21 @@ async def load_adapter(
     return moved
 
 
-async def check_serves_adapters(server: VLLMServer, path: str, name: str) -> None:
-    """Load the adapter at `path` (the run's initial one) under `name` plus a suffix of its own and unload
-    it again; WeightUpdateError saying what to change if the server cannot serve it. The suffix keeps checks
-    that meet on one server apart (several trainer ranks, two runs): one check's unload would otherwise take
-    another's adapter, and the second unload answers 404."""
-    name = f"{name}-{uuid.uuid4().hex[:8]}"
+def top_logprobs_moved(after: dict[int, float], before: dict[int, float]) -> float:
+    """A lower bound of max |Δ logprob| over the next tokens, from two top-k lists: exact on the tokens in
+    both; a token in only one list is at most the other list's lowest there."""
+    moved = max((abs(after[t] - before[t]) for t in after.keys() & before.keys()), default=0.0)
+    for mine, other in ((after, before), (before, after)):
+        floor = min(other.values(), default=0.0)
+        moved = max([moved, *(mine[t] - floor for t in mine.keys() - other.keys())])
+    return moved
+
+
+async def serve_initial_adapter(server: VLLMServer, path: str, name: str) -> None:
+    """Serve the run's initial adapter (`path`, every B zero: exactly the base model) as `name`, version 0's
+    name, so that no request of the run names the base model: vLLM's CPU LoRA kernels index the adapter
+    slots with the base model's -1, so a base-model request batched with adapter requests was served with
+    the last slot's adapter. WeightUpdateError saying what to change if the server cannot serve it."""
     endpoint = "/v1/load_lora_adapter"
     try:
         await server.load_lora_adapter(name, path)
@@ -128,4 +139,3 @@ async def check_serves_adapters(server: VLLMServer, path: str, name: str) -> Non
             f"the server cannot serve the run's adapter ({exc}); an adapter of actor.lora_rank above the "
             "server's --max-lora-rank (VLLM_LORA_RANK) is refused so",
         ) from exc
-    await server.unload_lora_adapter(name)

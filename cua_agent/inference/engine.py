@@ -49,11 +49,11 @@ from .adapter_sync import (
     adapter_digest,
     adapter_inert,
     adapter_name,
-    check_serves_adapters,
     is_adapter,
     load_adapter,
+    serve_initial_adapter,
 )
-from .errors import ServerUnavailableError, WeightUpdateError
+from .errors import ServerRequestError, ServerUnavailableError, WeightUpdateError
 from .http import RetryPolicy
 from .model_call import ModelCall
 from .vllm_server import (
@@ -69,7 +69,11 @@ log = logging.getLogger("StockVLLMEngine")
 
 async def _unload_all(server: VLLMServer, names: list[str]) -> None:
     for name in names:
-        await server.unload_lora_adapter(name)
+        try:
+            await server.unload_lora_adapter(name)
+        except ServerRequestError as exc:  # already gone: a restarted server, or the run's other engine
+            if exc.status != 404:
+                raise
 
 
 @dataclasses.dataclass
@@ -149,16 +153,30 @@ class StockVLLMEngine(RemoteInfEngine):
         self._lora: _Lora | None = None
 
     def serve_lora(self, lora_name: str, keep_versions: int, initial_adapter: str | None = None) -> None:
-        """Weight updates are LoRA adapters from now on; version 0 is the base model (`initial_adapter`,
-        the trainer's fresh adapter, serves the same). The weights owner checks that every server can serve
-        the run's adapters (one check per server: the ranks would load and unload one name at once)."""
+        """Weight updates are LoRA adapters from now on. Version 0 is `initial_adapter`, the trainer's fresh
+        adapter (it serves exactly the base model), under a name of its own: the weights owner loads it on
+        every server (a server that cannot serve the run's adapters fails now, not after the first step) and
+        publishes it; the other ranks wait for that record. Requests then always name an adapter, never the
+        base model (`serve_initial_adapter` says why)."""
         if keep_versions < 1:
             raise ValueError(f"keep_versions must be >= 1, got {keep_versions}")
         digest = adapter_digest(initial_adapter) if initial_adapter else None
-        if initial_adapter and self.weights_owner:  # a server that cannot serve them fails now, not later
-            self._on_all_servers(lambda s: check_serves_adapters(s, initial_adapter, f"{lora_name}-check"))
         inert = adapter_inert(initial_adapter) if initial_adapter else True
         self._lora = _Lora(lora_name, keep_versions, digest, inert)
+        if initial_adapter is None or digest is None:
+            return
+        if not self.weights_owner:
+            self._follow(0)
+            return
+        name = adapter_name(lora_name, 0, digest)
+        self._on_all_servers(lambda s: serve_initial_adapter(s, initial_adapter, name))
+        with self._weights_lock:
+            self._lora.served[0] = (name, initial_adapter)
+            self._current_weights = (initial_adapter, 0)
+        self._publish(0, initial_adapter, name)
+        log.info(
+            f"LoRA adapter {name} serves weight version 0 ({initial_adapter}, the trainer's initial adapter)"
+        )
 
     def model_for(self, version: int) -> str | None:
         """The served name of a weight version: its adapter with LoRA (the newest one loaded at or before
@@ -246,11 +264,13 @@ class StockVLLMEngine(RemoteInfEngine):
             names = [name for name, _ in self._lora.served.values()]
             log.info(f"Training is over: unloading LoRA adapters {names} from the servers")
             self._on_all_servers(lambda server: _unload_all(server, names))
-            for _, path in self._lora.served.values():
-                shutil.rmtree(path, ignore_errors=True)
+            for version, (_, path) in self._lora.served.items():
+                if version > 0:  # version 0's directory is the trainer's initial adapter
+                    shutil.rmtree(path, ignore_errors=True)
             self._lora.served.clear()
         if self._current_weights is not None:  # training is over: nothing left to re-push
-            shutil.rmtree(self._current_weights[0], ignore_errors=True)
+            if self._current_weights[1] > 0:
+                shutil.rmtree(self._current_weights[0], ignore_errors=True)
             self._current_weights = None
 
     def server(self, address: str) -> VLLMServer:
@@ -541,6 +561,6 @@ class StockVLLMEngine(RemoteInfEngine):
         log.info(f"LoRA adapter {name} serves weight version {version} ({path}, sha256 {digest})")
         for v in [v for v in lora.served if v <= version - lora.keep]:
             _, old_path = lora.served.pop(v)
-            if meta.clear_checkpoint_after_load and old_path != path:
+            if meta.clear_checkpoint_after_load and old_path != path and v > 0:  # v0: the trainer's
                 shutil.rmtree(old_path, ignore_errors=True)
         return name

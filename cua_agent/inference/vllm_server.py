@@ -258,24 +258,34 @@ class VLLMServer:
     async def unload_lora_adapter(self, name: str) -> None:
         await self._call("/v1/unload_lora_adapter", {"lora_name": name})
 
-    async def prompt_logprobs(self, token_ids: list[int], model: str | None = None) -> list[float]:
-        """Logprob of each of `token_ids` after the ones before it (teacher-forced), under `model`."""
+    async def next_token_logprobs(
+        self, prompts: list[list[int]], model: str | None = None, top: int = 20
+    ) -> list[dict[int, float]]:
+        """For each prompt (token ids), the `top` most likely next tokens and their logprobs under `model`.
+        Sampled-position logprobs, not `prompt_logprobs`: vLLM's CPU LoRA path sizes the logits of prompt
+        logprobs by the batch's sampled requests, and a prompt-logprobs request sharing an engine step with
+        other requests on a server with a LoRA-wrapped lm_head kills the engine."""
         payload: dict[str, Any] = {
-            "prompt": token_ids,
+            "prompt": [list(p) for p in prompts],
             "max_tokens": 1,
-            "prompt_logprobs": 0,
             "temperature": 0,
+            "logprobs": top,
+            "return_tokens_as_token_ids": True,  # keys "token_id:<id>": distinct tokens never collide
         }
         if model or self.model:
             payload["model"] = model or self.model
         body = await self._call("/v1/completions", payload)
         try:
-            entries = body["choices"][0]["prompt_logprobs"][1:]
-            return [float(e[str(t)]["logprob"]) for e, t in zip(entries, token_ids[1:], strict=True)]
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            choices = sorted(body["choices"], key=lambda c: int(c["index"]))
+            tops = [c["logprobs"]["top_logprobs"][0] for c in choices]
+            result = [{int(k.rsplit(":", 1)[1]): float(v) for k, v in t.items()} for t in tops]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedResponseError(self.address, "/v1/completions", f"top logprobs: {exc!r}") from exc
+        if len(result) != len(prompts):
             raise MalformedResponseError(
-                self.address, "/v1/completions", f"prompt_logprobs: {exc!r}"
-            ) from exc
+                self.address, "/v1/completions", f"{len(result)} choices for {len(prompts)} prompts"
+            )
+        return result
 
     async def served_model(self) -> str:
         """The name the server serves its model under (OpenAI API requests must name it)."""

@@ -18,11 +18,11 @@ from peft import LoraConfig, PeftModel, get_peft_model
 
 from cua_agent.config import lora_target_regex
 from cua_agent.inference.adapter_sync import (
-    PROBE_TOKENS,
+    PROBE_PROMPTS,
     adapter_digest,
     adapter_name,
-    check_serves_adapters,
     load_adapter,
+    top_logprobs_moved,
 )
 from cua_agent.inference.engine import StockVLLMEngine
 from cua_agent.inference.errors import WeightUpdateError
@@ -97,7 +97,8 @@ def test_an_adapter_load_that_changes_nothing_on_the_server_is_an_error(lora_ser
                 server, str(adapter), "probe-a", previous=None, changed=True, unload=[]
             )
             assert moved > 0  # a real change of the served distribution is seen
-            assert len(await server.prompt_logprobs(PROBE_TOKENS, "probe-a")) == len(PROBE_TOKENS) - 1
+            probes = await server.next_token_logprobs(PROBE_PROMPTS, "probe-a")
+            assert [len(p) for p in probes] == [20] * len(PROBE_PROMPTS)
             with pytest.raises(WeightUpdateError, match="serves exactly what probe-a served"):
                 await load_adapter(
                     server, str(adapter), "probe-b", previous="probe-a", changed=True, unload=[]
@@ -111,6 +112,59 @@ def test_an_adapter_load_that_changes_nothing_on_the_server_is_an_error(lora_ser
                 unload=["probe-a", "probe-b"],
             )
             assert not {"probe-a", "probe-b"} & set(await server.served_models())
+        finally:
+            await close_loop_session()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("fixture", "model"),
+    [("lora_server", MODELS["untied"]), ("qwen3_vl_lora_server", QWEN3_VL_MODELS["untied"])],
+)
+def test_an_adapter_is_verified_while_the_server_generates(
+    fixture: str, model: Path, request, tmp_path: Path
+):
+    """A sync resumes the server before it verifies the adapter (other ranks' rollouts go on meanwhile), so
+    the verifying probes share engine steps with generations. vLLM's CPU LoRA logits path sizes prompt
+    logprobs by the batch's sampled requests: a prompt-logprobs probe beside other requests killed the engine
+    (`einsum(): subscript b has size 4 ... 31`) and with it the training run. As in a run, the first version's
+    predecessor is version 0's adapter, the fresh one (B = 0)."""
+    from transformers import AutoModelForImageTextToText
+
+    random_adapter(AutoModelForImageTextToText.from_pretrained(model), tmp_path / "trained", seed=3)
+    fresh = get_peft_model(
+        AutoModelForImageTextToText.from_pretrained(model),
+        LoraConfig(r=RANK, lora_alpha=16, target_modules=lora_target_regex()),
+    )
+    fresh.save_pretrained(tmp_path / "initial")
+    long = SamplingParams(max_tokens=400, temperature=1.0, ignore_eos=True)
+    names = ["busy-v0", "busy-rollouts", "busy-v1", "busy-v2"]
+
+    async def go() -> None:
+        server = VLLMServer(request.getfixturevalue(fixture).address)
+        try:
+            await server.load_lora_adapter("busy-v0", str(tmp_path / "initial"))
+            await server.load_lora_adapter("busy-rollouts", str(tmp_path / "trained"))  # a rollout's version
+            generating = [
+                asyncio.create_task(
+                    server.complete_tokens(list(range(20 + i, 60 + i)), long, model="busy-rollouts")
+                )
+                for i in range(4)
+            ]
+            await asyncio.sleep(0.5)  # the generations are scheduled
+            moved = await load_adapter(
+                server, str(tmp_path / "trained"), "busy-v1", previous="busy-v0", changed=True, unload=[]
+            )
+            await load_adapter(
+                server, str(tmp_path / "trained"), "busy-v2", previous="busy-v1", changed=False, unload=[]
+            )
+            calls = await asyncio.gather(*generating)
+            assert moved > 0.01
+            assert [len(c.output_token_ids) for c in calls] == [400] * 4
+            assert await server.healthy()
+            for name in names:
+                await server.unload_lora_adapter(name)
         finally:
             await close_loop_session()
 
@@ -244,26 +298,78 @@ def test_a_version_synced_again_with_other_tensors_is_not_served_from_the_old_on
     assert err <= PARITY_TOL
 
 
-def test_adapter_checks_that_meet_on_one_server_do_not_collide(lora_server, tmp_path: Path):
-    """Four ranks starting LoRA at once used to check their servers under one name: one rank's unload took
-    another's adapter, and the second unload answered 404, which killed that rank at start-up."""
+def test_a_run_never_asks_for_the_base_model_under_lora(lora_server, tmp_path: Path):
+    """vLLM's CPU LoRA kernels select each request's adapter slot by index, and the base model's index is -1:
+    a base-model request batched with adapter requests was served with the last slot's adapter (silently
+    another policy). Here the server's slots are all taken and it generates under an adapter; the base model's
+    next-token logprobs came out as that adapter's (0.25 off). A run's version 0 is therefore served as the
+    trainer's initial adapter (B = 0, exactly the base model): every rank names it, and it serves the base."""
+    import threading
+    import uuid
+
+    from areal.api.cli_args import NameResolveConfig
+    from areal.utils import name_resolve
     from transformers import AutoModelForImageTextToText
 
-    random_adapter(AutoModelForImageTextToText.from_pretrained(MODELS["untied"]), tmp_path / "initial")
+    name_resolve.reconfigure(NameResolveConfig(type="nfs", nfs_record_root=str(tmp_path / "name_resolve")))
+    model = AutoModelForImageTextToText.from_pretrained(MODELS["untied"])
+    fresh = get_peft_model(model, LoraConfig(r=RANK, lora_alpha=16, target_modules=lora_target_regex()))
+    fresh.save_pretrained(tmp_path / "initial")  # PEFT's fresh adapter: B = 0
+    random_adapter(AutoModelForImageTextToText.from_pretrained(MODELS["untied"]), tmp_path / "busy", seed=5)
+    fillers = [f"filler-{i}" for i in range(4)]  # every slot of the server (it serves 4 at once) taken
+    long = SamplingParams(max_tokens=300, ignore_eos=True)
 
-    async def four_ranks() -> list[BaseException | None]:
+    async def base_and_version_0_while_busy(version_0: str) -> tuple[float, float]:
+        server = VLLMServer(lora_server.address)
         try:
-            server = VLLMServer(lora_server.address)
-            checks = [
-                check_serves_adapters(server, str(tmp_path / "initial"), "default_lora-check")
-                for _ in range(4)
+            idle = await server.next_token_logprobs(PROBE_PROMPTS)
+            for name in fillers:  # loaded and used once: each takes a slot
+                await server.load_lora_adapter(name, str(tmp_path / "busy"))
+                await server.next_token_logprobs(PROBE_PROMPTS[:1], name)
+            busy = [
+                asyncio.create_task(server.complete_tokens(list(range(30, 50)), long, model=fillers[-1]))
+                for _ in range(3)
             ]
-            return await asyncio.gather(*checks, return_exceptions=True)
+            await asyncio.sleep(0.5)
+            base = await server.next_token_logprobs(PROBE_PROMPTS)
+            v0 = await server.next_token_logprobs(PROBE_PROMPTS, version_0)
+            await asyncio.gather(*busy)
+            for name in fillers:
+                await server.unload_lora_adapter(name)
+            return (
+                max(top_logprobs_moved(b, i) for b, i in zip(base, idle, strict=True)),
+                max(top_logprobs_moved(v, i) for v, i in zip(v0, idle, strict=True)),
+            )
         finally:
             await close_loop_session()
 
-    assert asyncio.run(four_ranks()) == [None] * 4
-    assert not [n for n in served(lora_server.address) if n.startswith("default_lora-check")]
+    trial = uuid.uuid4().hex[:8]
+    ranks = [rank_engine(lora_server.address, trial, owner=r == 0) for r in range(4)]
+    try:
+        # the four ranks start LoRA at once; the followers wait for the owner's version 0
+        starts = [
+            threading.Thread(
+                target=e.serve_lora,
+                args=("default_lora", 2),
+                kwargs={"initial_adapter": str(tmp_path / "initial")},
+            )
+            for e in reversed(ranks)
+        ]
+        for t in starts:
+            t.start()
+        for t in starts:
+            t.join(timeout=120)
+        version_0 = adapter_name("default_lora", 0, adapter_digest(tmp_path / "initial"))
+        assert [e.model_for(0) for e in ranks] == [version_0] * 4
+        assert version_0 in served(lora_server.address)
+        base_moved, v0_moved = asyncio.run(base_and_version_0_while_busy(version_0))
+        print(f"\nbusy server: base model moved {base_moved:.3f}, version 0's adapter moved {v0_moved:.3g}")
+        assert v0_moved < 1e-3, "version 0 must serve what the base model serves on an idle server"
+    finally:
+        for engine in reversed(ranks):  # a follower's exit leaves the owner's adapters alone
+            engine.destroy()
+    assert not [n for n in served(lora_server.address) if n.startswith("default_lora")]
+    assert (tmp_path / "initial").is_dir()  # the trainer's, not the engine's to remove
 
 
 def rank_engine(address: str, trial: str, owner: bool) -> StockVLLMEngine:
