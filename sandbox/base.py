@@ -262,7 +262,9 @@ async def broken_from_inside(backend: Backend, box_id: str, exc: SandboxError) -
     """`exc` (a box that died or stopped answering) as the doing of what ran in the box: its processes
     ended (the engine logged no kill of it), or it runs with its control loop silent. None when the engine
     killed it for a client (an operator, a reaper), no longer has it, or cannot be asked: an
-    infrastructure failure."""
+    infrastructure failure. A BoxBroken (e.g. a disk quota the box went over) already says so."""
+    if isinstance(exc, BoxBroken):
+        return exc
     try:
         state = await asyncio.to_thread(backend.state, box_id)
         if state is not None and state.running and isinstance(exc, SandboxDied):

@@ -189,6 +189,14 @@ class DockerBackend(Backend):
         except docker.errors.NotFound:
             return False
 
+    def written_bytes(self, box_id: str) -> int | None:
+        """Bytes the box has written to its own layer of the engine's storage (the engine's `SizeRw`: tmpfs
+        and bind mounts are not in it); None once it is not running."""
+        found = self.docker.api.containers(all=True, size=True, filters={"name": f"^{box_id}$"})
+        if not found or found[0].get("State") != "running":
+            return None
+        return int(found[0].get("SizeRw") or 0)
+
     def state(self, box_id: str) -> BoxState | None:
         """How the box stands; None once the engine no longer has it."""
         import docker.errors

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox.aio import finish
-from sandbox.errors import SandboxDied, SandboxStartError, SandboxTimeout
+from sandbox.errors import BoxBroken, SandboxDied, SandboxStartError, SandboxTimeout
 
 if TYPE_CHECKING:
     from sandbox.backends.docker import DockerBackend
@@ -46,6 +46,13 @@ MAX_OUTPUT = 16_384  # characters of a command's output an agent sees by default
 MAX_RC_BYTES = 16  # an exit status is a few digits
 TAMPERED = -2  # the exit code of a command whose answer the box replaced (a link, a FIFO, not a number)
 TRUNCATION_MARK = "\n[... output truncated at {n} bytes ...]"
+
+
+DISK_CHECK_EVERY_S = 1.0  # a box writing at disk speed overshoots its quota by about this many seconds' worth
+
+
+class DiskQuotaExceeded(BoxBroken):
+    """The box wrote more than its `disk_mb` to the host's disk: the policy's failure, and the box goes."""
 
 
 class AnswerRefused(Exception):
@@ -93,6 +100,7 @@ class RepoSpec:
     memory_mb: int = 1024
     cpus: float = 1.0
     pids: int = 256
+    disk_mb: int = 2048  # what the box may write to the host's disk: its engine layer and answers folder
 
 
 @dataclass(frozen=True)
@@ -121,6 +129,7 @@ class RepoBox:
     def __init__(self, box_id: str, backend: DockerBackend, spec: RepoSpec, folder: Path) -> None:
         self.id, self.backend, self.spec, self.folder = box_id, backend, spec, folder
         self._lock = asyncio.Lock()
+        self._disk_checked = 0.0
 
     # -- the control channel ----------------------------------------------------------------------
     @property
@@ -135,6 +144,7 @@ class RepoBox:
         self, script: str, timeout_s: float, max_bytes: int, data: bytes | None = None
     ) -> CommandResult:
         async with self._lock:
+            await self._check_disk()  # what a job left running since the last request wrote
             rid = uuid.uuid4().hex
             written = [self.requests / f"{rid}{s}" for s in (".sh", ".limits", ".data")]
             answers = [f"{rid}{s}" for s in (".out", ".rc", ".rc.tmp")]
@@ -180,16 +190,30 @@ class RepoBox:
             os.close(fd)
 
     async def _wait(self, rc: str, deadline: float) -> None:
-        next_check = time.monotonic() + 1.0
         while not os.path.lexists(self.answers / rc):
-            now = time.monotonic()
-            if now > deadline:
+            if time.monotonic() > deadline:
                 raise SandboxTimeout(f"{self.id}: no answer from the control loop")
-            if now > next_check:  # a killed box never answers: ask the engine
-                if not await asyncio.to_thread(self.backend.is_running, self.id):
-                    raise SandboxDied(f"{self.id}: the box is gone")
-                next_check = now + 1.0
+            await self._check_disk()  # also: a killed box never answers
             await asyncio.sleep(0.02)
+
+    async def _check_disk(self) -> None:
+        """At most once per DISK_CHECK_EVERY_S: SandboxDied if the box is gone, DiskQuotaExceeded (the box
+        removed) if its engine layer and answers folder hold more than `spec.disk_mb`. The engine has no
+        size limit for a container's layer on most hosts (podman's needs XFS project quotas), so the host
+        measures it; a tmpfs counts against the box's memory instead."""
+        if time.monotonic() - self._disk_checked < DISK_CHECK_EVERY_S:
+            return
+        self._disk_checked = time.monotonic()
+        written = await asyncio.to_thread(self.backend.written_bytes, self.id)
+        if written is None:
+            raise SandboxDied(f"{self.id}: the box is gone")
+        total = written + await asyncio.to_thread(_folder_bytes, self.answers)
+        if total > self.spec.disk_mb * 2**20:
+            await asyncio.to_thread(self.backend.remove_sync, self.id)
+            raise DiskQuotaExceeded(
+                f"{self.id} wrote {total / 2**20:.0f} MiB to the host's disk, over its quota of "
+                f"{self.spec.disk_mb} MiB (sandbox.resources.disk_mb); the box was removed"
+            )
 
     # -- what agents and tasks use ----------------------------------------------------------------
     async def run(self, command: str, timeout_s: float = 30.0, max_bytes: int = MAX_OUTPUT) -> CommandResult:
@@ -267,6 +291,16 @@ async def repo_box(backend: DockerBackend, spec: RepoSpec) -> AsyncIterator[Repo
         yield box
     finally:
         await finish(box.close())
+
+
+def _folder_bytes(folder: Path) -> int:
+    """Bytes in the files under `folder` (a folder the box writes: links are not followed)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
 
 
 def _exit_status(raw: bytes) -> int:

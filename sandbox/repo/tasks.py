@@ -4,7 +4,7 @@
      "issue": "calc.ops.add(2, 3) returns -1 instead of 5. ...",
      "sandbox": {"backend": "docker", "docker_image": "cua-repo-samples:latest", "workdir": "/repos/calc",
                  "mounts": [{"source": "/data", "target": "/data", "read_only": true}], "env": {"K": "V"},
-                 "resources": {"memory_mb": 1024, "cpus": 1.0, "pids": 256}},
+                 "resources": {"memory_mb": 1024, "cpus": 1.0, "pids": 256, "disk_mb": 2048}},
      "tests": {"command": "python3 -m unittest -q tests.test_ops", "timeout_s": 60,
                "files": {"tests/test_ops.py": "checks/calc-add/test_ops.py"}},
      "solution": "solutions/calc-add.diff"}
@@ -46,7 +46,7 @@ from sandbox.tasks import SPLITS, TaskSpecError, jsonl_rows
 
 TOP_FIELDS = {"task_id", "split", "max_steps", "issue", "sandbox", "tests", "solution", "r2e_ds_json", "tags"}
 SANDBOX_FIELDS = {"backend", "docker_image", "workdir", "mounts", "env", "resources"}
-RESOURCE_FIELDS = {"memory_mb", "cpus", "pids"}
+RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "disk_mb"}
 TEST_FIELDS = {"command", "timeout_s", "files", "expected", "report"}
 _TASK_ID = re.compile(r"^repo/[a-z0-9][a-z0-9_.-]*$")
 MOUNT_ROOTS_ENV = "CUA_TASK_MOUNT_ROOTS"  # host folders rows may mount from, beside the task file's own
@@ -229,7 +229,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
     res = sb.get("resources", {})
     row.check(isinstance(res, dict), "sandbox.resources", "must be an object")
     _known(row, res, RESOURCE_FIELDS, "sandbox.resources.")
-    for key in ("memory_mb", "pids"):
+    for key in ("memory_mb", "pids", "disk_mb"):
         row.check(_pos_int(res.get(key, 1)), f"sandbox.resources.{key}", "must be a positive integer")
     row.check(_pos_num(res.get("cpus", 1)), "sandbox.resources.cpus", "must be a positive number")
     spec = RepoSpec(

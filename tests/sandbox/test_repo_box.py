@@ -180,6 +180,10 @@ def _load(tmp_path: Path, *rows: dict) -> list:
         ({"sandbox": {"docker_image": "i", "gpu": 1}}, "field 'sandbox.gpu': unknown field"),
         ({"max_steps": 0}, "field 'max_steps': must be a positive integer"),
         ({"solution": "nope.diff"}, "field 'solution': no such file"),
+        (
+            {"sandbox": {"docker_image": "i", "resources": {"disk_mb": 0}}},
+            "field 'sandbox.resources.disk_mb': must be a positive integer",
+        ),
     ],
 )
 def test_bad_task_rows_are_named_by_file_line_and_field(tmp_path, over, message):
