@@ -2,7 +2,8 @@
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
 #   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [repo_image] [venv]   (none: all)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
-# podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers)
+# podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers);
+#           subordinate ids of the user "containers" in /etc/subuid, /etc/subgid (repository boxes' userns)
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
 # network:  podman can give a container a network (the image build needs one); names what is missing
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
@@ -17,7 +18,16 @@ CONF_MARK="# written by cua-areal scripts/setup_sandbox.sh"
 
 step_packages() { bash "$REPO_ROOT/scripts/setup.sh" system; }
 
+# Repository boxes run in a user namespace of their own (podman's userns=auto): root in the box is an
+# unprivileged id on the host, taken from the subordinate ids of the user "containers".
+SUBIDS="containers:2147483647:2147483648"
+
 step_podman() {
+  for f in /etc/subuid /etc/subgid; do
+    if grep -qs '^containers:' "$f"; then continue; fi
+    log "podman: subordinate ids for user namespaces ($SUBIDS) in $f"
+    echo "$SUBIDS" >> "$f"
+  done
   if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
   if [ -s "$CONF" ] && ! grep -qs "$CONF_MARK" "$CONF"; then
     die "$CONF exists without runtime=\"runc\"; add [engine] runtime = \"runc\" and nproc<=32768 ulimits (docs/architecture.md, Containers)"

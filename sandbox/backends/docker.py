@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -170,6 +171,29 @@ class DockerBackend(Backend):
             "pids_limit": pids,
         }
 
+    def run_as_nobody_on_the_host(self, image: str, **kwargs: Any) -> None:
+        """docker-py's `containers.run(image, **kwargs)` in a user namespace of its own (podman's
+        `userns=auto`): the box's users, root included, are an unprivileged range of the host's, so root in
+        a root-owned image (R2E-Gym's) is nobody outside it. docker-py takes no user namespace mode but
+        "host", so docker-py builds the container's arguments and the mode is set on them. Docker Engine has
+        no per-container mode (its daemon-wide `userns-remap` does this for every container): the box runs
+        as the image says."""
+        if not self.is_podman:
+            self.docker.containers.run(image, **kwargs)
+            return
+        from docker.models.containers import _create_container_args
+
+        kwargs.pop("detach", None)
+        args = _create_container_args({**kwargs, "image": image, "version": self.docker.api._version})
+        args["host_config"]["UsernsMode"] = "auto"  # subordinate ids: scripts/setup_sandbox.sh podman
+        container = self.docker.api.create_container(**args)
+        self.docker.api.start(container["Id"])
+
+    @functools.cached_property
+    def is_podman(self) -> bool:
+        components = self.docker.api.version().get("Components") or []
+        return any("podman" in str(c.get("Name", "")).lower() for c in components)
+
     @staticmethod
     def _logs(container: Any) -> str:
         try:
@@ -246,9 +270,9 @@ class DockerBackend(Backend):
             try:
                 self.docker.api.remove_container(box_id, force=True)
                 break
-            except docker.errors.APIError as exc:
-                if not _gone(exc):
-                    raise
+            except docker.errors.APIError:
+                # podman answers 404 for a box gone, 500 while another client removes it, and 500 (EBUSY on
+                # its shm) for a box in a user namespace of its own that it removed all the same (4.3)
                 if not self._known(box_id):
                     break
                 if time.monotonic() > deadline:

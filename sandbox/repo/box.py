@@ -259,7 +259,7 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
         **{m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"} for m in spec.mounts},
     }
     try:
-        backend.docker.containers.run(
+        backend.run_as_nobody_on_the_host(
             spec.image,
             name=name,
             **backend.isolation(spec.memory_mb, spec.cpus, spec.pids),

@@ -120,11 +120,12 @@ async def test_repo_boxes_are_isolated_and_labelled_like_desktop_boxes(box_of, d
     assert egress.exit_code != 0 and "Network is unreachable" in egress.output
     caps = await box.run("grep CapEff /proc/self/status")
     assert caps.output.split()[-1] == "0000000000000000"
-    # its engine log is capped: 30 MB written to the init's stdout (the log's pipe) keep at most ~10 MB
+    # its engine log is capped: 30 MB written to the init's stdout (the log's pipe) keep at most ~10 MB. In
+    # its own user namespace (podman) the box cannot even open that pipe: it is the host root's
     flood = await box.run(
         "head -c 30000000 /dev/zero | tr '\\0' x | fold -w 100 > /proc/1/fd/1", timeout_s=60
     )
-    assert flood.exit_code == 0, flood
+    assert flood.exit_code == 0 or "Permission denied" in flood.output, flood
     log = await asyncio.to_thread(lambda: docker_backend.docker.api.inspect_container(box.id)["LogPath"])
     assert os.path.getsize(log) < 12_000_000, os.path.getsize(log)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.backends.docker import DockerBackend
-from sandbox.repo.box import TAMPERED, RepoBox, repo_box, start_repo_box
+from sandbox.repo.box import TAMPERED, Mount, RepoBox, repo_box, start_repo_box
 from sandbox.repo.scoring import score
 from sandbox.repo.tasks import SAMPLE_TASKS, RepoTests, load_repo_tasks
 
@@ -150,3 +150,33 @@ async def test_a_test_file_of_50_kb_scores_the_fix(box: RepoBox, tmp_path: Path)
     assert (await box.apply_patch(CALC.solution.read_text())).exit_code == 0
     verdict = await score(box, tests, fresh)
     assert verdict.reward == 1.0, verdict.result.output
+
+
+async def test_root_in_a_repository_box_is_nobody_on_the_host(box: RepoBox, tmp_path: Path):
+    """R2E-Gym's images run as root. Before, root in the box was root on the host: through a folder the row
+    mounts writable, it wrote as root where the host's root writes (here a root-owned 0755 folder), and
+    what it wrote in its answers folder was root's. Now the box has a user namespace of its own (podman's
+    userns=auto): still root inside, an unprivileged id outside."""
+    inside = await box.run("id -u; cat /proc/self/uid_map")
+    uid, mapping = inside.output.split("\n", 1)
+    assert uid == "0", "root inside, as the image says"
+    outside_start = int(mapping.split()[1])
+    assert outside_start != 0, f"root in the box maps to host uid {outside_start}"
+
+    wrote = await box.run("touch /run/cua/out/mine && echo ok")
+    assert wrote.output == "ok\n"
+    assert (box.answers / "mine").stat().st_uid == outside_start, "the box's files are not root's on the host"
+
+
+async def test_a_box_cannot_write_as_root_through_a_writable_mount(sandbox_setup, tmp_path: Path):
+    host = tmp_path / "host-owned"
+    host.mkdir(mode=0o755)
+    backend = DockerBackend(run_id=f"pytest-userns-{os.getpid()}")
+    spec = replace(CALC.spec, mounts=(Mount(str(host), "/data", read_only=False),))
+    try:
+        async with repo_box(backend, spec) as box:
+            tried = await box.run("touch /data/planted 2>&1; ls /data")
+        assert "Permission denied" in tried.output, tried
+        assert not (host / "planted").exists()
+    finally:
+        backend.close()
