@@ -278,3 +278,17 @@ def test_the_box_of_a_killed_owner_is_reaped_like_a_desktop_box(docker_backend):
     assert box_id in docker_backend.reap()
     assert docker_backend.list_boxes(run_id=run_id) == []
     assert not (docker_backend.run_dir / box_id).exists()  # its control folder too
+
+
+async def test_a_row_can_pin_its_image_by_digest(docker_backend, tmp_path):
+    """A tag names whatever the engine has under it at the time; `image@sha256:...` names one image."""
+    spec = TASKS["repo/calc-add"].spec
+    (pinned,) = docker_backend.docker.images.get(spec.image).attrs["RepoDigests"][:1]
+    row = _row(task_id="repo/pinned", sandbox={"docker_image": pinned, "workdir": spec.workdir})
+    (task,) = _load(tmp_path, row)
+    box = await asyncio.to_thread(start_repo_box, docker_backend, task.spec)
+    try:
+        ok = await box.run("git rev-parse --is-inside-work-tree")
+        assert (ok.exit_code, ok.output) == (0, "true\n"), ok
+    finally:
+        await box.close()
