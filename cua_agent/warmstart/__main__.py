@@ -81,8 +81,8 @@ def inputs_hash(args: argparse.Namespace) -> str:
     return h.hexdigest()[:16]
 
 
-def demonstrations(args: argparse.Namespace, view: Any) -> tuple[list[dict], dict[str, int]]:
-    """Supervised rows of the solved episodes, and counts."""
+def demonstrations(args: argparse.Namespace, view: Any) -> tuple[list[dict], dict[str, Any]]:
+    """Supervised rows of the solved episodes, and counts (with why the other episodes gave none)."""
     import asyncio
     from dataclasses import replace
 
@@ -103,14 +103,16 @@ def demonstrations(args: argparse.Namespace, view: Any) -> tuple[list[dict], dic
     async def run() -> list:
         boxes = RolloutSandboxes(sandbox)
         try:
-            return await record(rows, boxes, view, cfg, concurrency=args.concurrency)
+            return await record(rows, boxes, view, cfg, concurrency=args.concurrency, failures=failures)
         finally:
             await boxes.close()
 
+    failures: list[str] = []
     solved = asyncio.run(run())
     builder = RowBuilder(view)
     supervised = [supervised_row(t, view, builder) for _, turns in solved for t in turns]
-    return supervised, {"episodes": len(rows), "solved": len(solved), "rows": len(supervised)}
+    counts = {"episodes": len(rows), "solved": len(solved), "rows": len(supervised)}
+    return supervised, counts | {"failures": failures}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,8 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     rows, counts = demonstrations(args, view)
     demo_s = time.monotonic() - start
+    failures = counts.pop("failures")
+    if failures:
+        shown = "\n  ".join(failures[:5]) + (f"\n  ... {len(failures) - 5} more" if len(failures) > 5 else "")
+        print(f"{len(failures)} oracle episode(s) gave no demonstration:\n  {shown}", file=sys.stderr)
     if not rows:
-        print("no demonstration: every oracle episode failed", file=sys.stderr)
+        print("no demonstration: every oracle episode failed (above: why)", file=sys.stderr)
         return 1
     torch.save(rows, args.out / "demos.pt")
     print(

@@ -29,16 +29,21 @@ async def record(
     cfg: EpisodeConfig,
     concurrency: int = 2,
     on_episode: Callable[[Episode], None] | None = None,
+    failures: list[str] | None = None,
 ) -> list[tuple[Episode, list[DemoTurn]]]:
-    """Each row played once by its oracle; the solved episodes with their turns, in row order."""
+    """Each row played once by its oracle; the solved episodes with their turns, in row order. Why each
+    other row gave no demonstration goes to `failures`."""
     pool = await sandboxes.pool()
     gate = asyncio.Semaphore(concurrency)
+    failed = failures if failures is not None else []
 
     async def one(row: dict[str, Any]) -> tuple[Episode, list[DemoTurn]] | None:
+        what = f"{row.get('task_id')} seed {row.get('seed')}"
         async with gate:
             try:
                 sb = await pool.acquire(sandboxes.spec_for(row), timeout=sandboxes.config.acquire_timeout_s)
-            except SandboxError:
+            except SandboxError as exc:
+                failed.append(f"{what}: no box ({type(exc).__name__}: {exc})")
                 return None
             broken = True
             try:
@@ -46,7 +51,8 @@ async def record(
                 client = OracleChatClient(sb, mapping, view.family)
                 try:
                     ep = await run_episode(client.relay, client, row, cfg, mapping)
-                except Exception:  # an oracle that failed (OracleError): no demonstration
+                except Exception as exc:  # an oracle that failed (OracleError): no demonstration
+                    failed.append(f"{what}: the oracle failed ({type(exc).__name__}: {exc})")
                     return None
                 finally:
                     await client.close()
@@ -54,6 +60,11 @@ async def record(
                 if on_episode is not None:
                     on_episode(ep)
                 solved = ep.ok and (ep.task_reward or 0) > 0 and ep.format_failures == 0
+                if not solved:
+                    failed.append(
+                        f"{what}: not solved (status {ep.status}, reward {ep.task_reward}, "
+                        f"{ep.format_failures} malformed answers{f', {ep.error}' if ep.error else ''})"
+                    )
                 return (ep, client.turns) if solved else None
             finally:
                 await finish(pool.release(sb, broken=broken))

@@ -73,6 +73,25 @@ async def test_oracle_solves_every_task_through_local(local_pool):
     _assert_all_solved(rewards)
 
 
+async def test_oracle_solves_click_tasks_on_a_screen_that_fits_them(sandbox_setup):
+    """A row may give MiniWoB a 400x300 screen (the task and its panel, nothing else). chromium keeps its
+    window at least 500 px wide, so outerWidth - innerWidth read as 100 px of browser chrome, which a kiosk
+    window has none of: every element the oracle reported was 100 px right of where the screen shows it,
+    and its clicks missed."""
+    from sandbox.backends.docker import DockerBackend
+
+    backend = DockerBackend(run_id=f"pytest-small-screen-{os.getpid()}")
+    pool = SandboxPool(backend, SandboxSpec(screen=(400, 300)), max_size=1, install_handlers=False)
+    await pool.start()
+    try:
+        rewards = await run_all(pool, ["miniwob/click-test", "miniwob/click-button"], "oracle", seed=5)
+    finally:
+        await pool.close()
+        backend.close()
+    _failed = {t: r for t, r in rewards.items() if r != 1.0}
+    assert not _failed, f"oracle did not get reward 1 at 400x300 on {_failed}"
+
+
 async def test_random_actions_score_below_one(docker_pool):
     rewards = await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3)
     assert len(rewards) == len(RANDOM_SUBSET)

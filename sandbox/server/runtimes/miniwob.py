@@ -256,11 +256,10 @@ class MiniWoBRuntime(Runtime):
         if self.task is None:
             raise TaskError("no task has been reset")
         utterance, fields = self._utterance()
-        # Page -> screen offset: the window's position plus its chrome (zero in kiosk mode).
-        ox, oy = self.driver.execute_script(
-            "return [window.screenX + (window.outerWidth - window.innerWidth),"
-            " window.screenY + (window.outerHeight - window.innerHeight)];"
-        )
+        # Page -> screen offset: the window's position. A kiosk window has no chrome, and outerWidth -
+        # innerWidth is no measure of it: chromium keeps a window at least 500 px wide, so on a 400 px
+        # screen that difference is 100 px of nothing and every element was reported 100 px off.
+        ox, oy = self.driver.execute_script("return [window.screenX, window.screenY];")
         elements: list[OracleElement] = []
 
         def walk(node: dict | None, depth: int) -> None:
