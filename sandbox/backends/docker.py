@@ -213,13 +213,14 @@ class DockerBackend(Backend):
         except docker.errors.NotFound:
             return False
 
-    def written_bytes(self, box_id: str) -> int | None:
-        """Bytes the box has written to its own layer of the engine's storage (the engine's `SizeRw`: tmpfs
-        and bind mounts are not in it); None once it is not running."""
-        found = self.docker.api.containers(all=True, size=True, filters={"name": f"^{box_id}$"})
-        if not found or found[0].get("State") != "running":
-            return None
-        return int(found[0].get("SizeRw") or 0)
+    def layer_dir(self, box_id: str) -> Path | None:
+        """The host folder of the box's own layer in the engine's storage (overlay's upper dir), where all
+        it writes outside tmpfs and bind mounts lands; None if the engine does not say or this process
+        cannot read it. Measured from the host, not through the engine: podman 4.3 hung for good when size
+        listings (`ps --size`) met the creation of boxes with a user namespace of their own."""
+        data = (self.docker.api.inspect_container(box_id).get("GraphDriver") or {}).get("Data") or {}
+        upper = Path(str(data.get("UpperDir") or ""))
+        return upper if upper.is_absolute() and os.access(upper, os.R_OK | os.X_OK) else None
 
     def state(self, box_id: str) -> BoxState | None:
         """How the box stands; None once the engine no longer has it."""

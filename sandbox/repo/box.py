@@ -48,7 +48,7 @@ TAMPERED = -2  # the exit code of a command whose answer the box replaced (a lin
 TRUNCATION_MARK = "\n[... output truncated at {n} bytes ...]"
 
 
-DISK_CHECK_EVERY_S = 1.0  # a box writing at disk speed overshoots its quota by about this many seconds' worth
+DISK_CHECK_EVERY_S = 0.5  # a box writing at disk speed overshoots its quota by about this many seconds' worth
 
 
 class DiskQuotaExceeded(BoxBroken):
@@ -130,6 +130,7 @@ class RepoBox:
         self.id, self.backend, self.spec, self.folder = box_id, backend, spec, folder
         self._lock = asyncio.Lock()
         self._disk_checked = 0.0
+        self.layer = backend.layer_dir(box_id)  # None: the quota counts the answers folder alone
 
     # -- the control channel ----------------------------------------------------------------------
     @property
@@ -200,14 +201,14 @@ class RepoBox:
         """At most once per DISK_CHECK_EVERY_S: SandboxDied if the box is gone, DiskQuotaExceeded (the box
         removed) if its engine layer and answers folder hold more than `spec.disk_mb`. The engine has no
         size limit for a container's layer on most hosts (podman's needs XFS project quotas), so the host
-        measures it; a tmpfs counts against the box's memory instead."""
+        measures it, in the layer's own folder; a tmpfs counts against the box's memory instead."""
         if time.monotonic() - self._disk_checked < DISK_CHECK_EVERY_S:
             return
         self._disk_checked = time.monotonic()
-        written = await asyncio.to_thread(self.backend.written_bytes, self.id)
-        if written is None:
+        if not await asyncio.to_thread(self.backend.is_running, self.id):
             raise SandboxDied(f"{self.id}: the box is gone")
-        total = written + await asyncio.to_thread(_folder_bytes, self.answers)
+        folders = [self.answers] if self.layer is None else [self.answers, self.layer]
+        total = sum([await asyncio.to_thread(_folder_bytes, f) for f in folders])
         if total > self.spec.disk_mb * 2**20:
             await asyncio.to_thread(self.backend.remove_sync, self.id)
             raise DiskQuotaExceeded(
@@ -294,7 +295,8 @@ async def repo_box(backend: DockerBackend, spec: RepoSpec) -> AsyncIterator[Repo
 
 
 def _folder_bytes(folder: Path) -> int:
-    """Bytes in the files under `folder` (a folder the box writes: links are not followed)."""
+    """Disk bytes of the files under `folder` (a folder the box writes: links are not followed; a sparse
+    file counts what it holds)."""
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:

@@ -59,7 +59,7 @@ async def test_a_command_that_fills_the_disk_is_stopped_near_its_quota(backend: 
     written = float(str(refused.value).split(" wrote ")[1].split(" MiB")[0])
     print(f"\n{folder}: stopped after {took:.1f}s at {written:.0f} MiB (quota {QUOTA_MB} MiB)")
     assert took < 30, "within seconds, not at the command's timeout"
-    assert written < QUOTA_MB + 2048, "about a second of writing past the quota, not the host's disk"
+    assert written < QUOTA_MB + 4096, "a second or two of writing past the quota, not the host's disk"
 
 
 async def test_a_job_left_running_is_stopped_at_the_next_request(backend: DockerBackend):
