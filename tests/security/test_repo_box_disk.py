@@ -32,16 +32,18 @@ FILL = "i=0; while :; do dd if=/dev/zero of={folder}/fill$i bs=1M count=8 2>/dev
 @pytest.fixture
 def backend(sandbox_setup):
     backend = DockerBackend(run_id=f"pytest-repo-disk-{os.getpid()}")
-    backend.started = []  # type: ignore[attr-defined]
     yield backend
     assert backend.list_boxes(run_id=backend.run_id) == [], "every box is removed"
-    assert [b.folder for b in backend.started if b.folder.exists()] == [], "and its folder"
+    assert [d for d in backend.run_dir.glob("cua-sb-*") if d.name in STARTED] == [], "and its folder"
     backend.close()
+
+
+STARTED: set[str] = set()  # this module's boxes (the run folder is shared with other processes' boxes)
 
 
 async def started(backend: DockerBackend) -> RepoBox:
     box = await asyncio.to_thread(start_repo_box, backend, replace(CALC.spec, disk_mb=QUOTA_MB))
-    backend.started.append(box)  # type: ignore[attr-defined]
+    STARTED.add(box.id)
     return box
 
 
