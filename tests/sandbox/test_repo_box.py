@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,7 @@ async def test_repo_boxes_are_isolated_and_labelled_like_desktop_boxes(box_of, d
     host = attrs["HostConfig"]
     assert host["NetworkMode"] == "none" and host["PidsLimit"] == TASKS["repo/calc-add"].spec.pids
     assert host["Memory"] == TASKS["repo/calc-add"].spec.memory_mb * 2**20
+    assert host["NanoCpus"] == TASKS["repo/calc-add"].spec.cpus * 1e9
     assert "no-new-privileges" in " ".join(host["SecurityOpt"])
     labels = attrs["Config"]["Labels"]
     assert labels["cua.sandbox"] == "1" and labels["cua.owner_pid"] == str(os.getpid())
@@ -135,6 +137,17 @@ async def test_a_box_whose_image_is_missing_fails_to_start_naming_it(docker_back
 
     with pytest.raises(SandboxStartError, match="no-such-image"):
         await asyncio.to_thread(start_repo_box, docker_backend, RepoSpec(image="localhost/no-such-image:1"))
+    assert docker_backend.list_boxes(run_id=docker_backend.run_id) == []
+
+
+async def test_a_box_created_but_never_started_is_removed(docker_backend):
+    """A memory limit the engine cannot set: it creates the box, then fails to start it. Before, the
+    created box stayed in the engine's list for good (a hung start left one the same way)."""
+    from sandbox.errors import SandboxStartError
+
+    spec = replace(TASKS["repo/calc-add"].spec, memory_mb=1)
+    with pytest.raises(SandboxStartError, match="memory limit"):
+        await asyncio.to_thread(start_repo_box, docker_backend, spec)
     assert docker_backend.list_boxes(run_id=docker_backend.run_id) == []
 
 
