@@ -3,7 +3,8 @@
 #   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [repo_image] [venv]   (none: all)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
 # podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers);
-#           subordinate ids of the user "containers" in /etc/subuid, /etc/subgid (repository boxes' userns)
+#           subordinate ids of the user "containers" in /etc/subuid, /etc/subgid (repository boxes' userns);
+#           the kernel key quota of the boxes' shared host id (/etc/sysctl.d/60-cua-keys.conf)
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
 # network:  podman can give a container a network (the image build needs one); names what is missing
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
@@ -18,9 +19,14 @@ CONF_MARK="# written by cua-areal scripts/setup_sandbox.sh"
 
 step_packages() { bash "$REPO_ROOT/scripts/setup.sh" system; }
 
-# Repository boxes run in a user namespace of their own (podman's userns=auto): root in the box is an
-# unprivileged id on the host, taken from the subordinate ids of the user "containers".
+# Repository boxes run in a user namespace (sandbox/backends/libpod.py): root in the box is an
+# unprivileged id on the host, the first of the subordinate ids of the user "containers".
 SUBIDS="containers:2147483647:2147483648"
+# Every running repository box holds one kernel key (its session keyring) of that host id's quota: at the
+# kernel's default of 200 keys per non-root user, the 198th box running at once failed to start
+# (bench/box_churn.py --hold 250). 20000 keys of at most 100 bytes each.
+KEYS_MAX=20000
+KEYS_CONF=/etc/sysctl.d/60-cua-keys.conf
 
 step_podman() {
   for f in /etc/subuid /etc/subgid; do
@@ -28,6 +34,11 @@ step_podman() {
     log "podman: subordinate ids for user namespaces ($SUBIDS) in $f"
     echo "$SUBIDS" >> "$f"
   done
+  if [ "$(sysctl -n kernel.keys.maxkeys)" -lt "$KEYS_MAX" ]; then
+    log "podman: kernel key quota per user $KEYS_MAX keys ($KEYS_CONF)"
+    printf 'kernel.keys.maxkeys = %s\nkernel.keys.maxbytes = %s\n' "$KEYS_MAX" "$((KEYS_MAX * 100))" > "$KEYS_CONF"
+    sysctl -q -p "$KEYS_CONF"
+  fi
   if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
   if [ -s "$CONF" ] && ! grep -qs "$CONF_MARK" "$CONF"; then
     die "$CONF exists without runtime=\"runc\"; add [engine] runtime = \"runc\" and nproc<=32768 ulimits (docs/architecture.md, Containers)"

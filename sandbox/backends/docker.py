@@ -172,22 +172,20 @@ class DockerBackend(Backend):
         }
 
     def run_as_nobody_on_the_host(self, image: str, **kwargs: Any) -> None:
-        """docker-py's `containers.run(image, **kwargs)` in a user namespace of its own (podman's
-        `userns=auto`): the box's users, root included, are an unprivileged range of the host's, so root in
-        a root-owned image (R2E-Gym's) is nobody outside it. docker-py takes no user namespace mode but
-        "host", so docker-py builds the container's arguments and the mode is set on them. Docker Engine has
-        no per-container mode (its daemon-wide `userns-remap` does this for every container): the box runs
-        as the image says."""
+        """docker-py's `containers.run(image, **kwargs)` in a user namespace under podman: the box's users,
+        root included, are an unprivileged range of the host's, so root in a root-owned image (R2E-Gym's)
+        is nobody outside it. Docker's API takes no id mapping, so podman's own API creates the box
+        (sandbox/backends/libpod.py says why not `userns=auto`). Docker Engine has no per-container mode
+        (its daemon-wide `userns-remap` does this for every container): the box runs as the image says."""
         if not self.is_podman:
             self.docker.containers.run(image, **kwargs)
             return
-        from docker.models.containers import _create_container_args
+        from sandbox.backends import libpod
 
-        kwargs.pop("detach", None)
-        args = _create_container_args({**kwargs, "image": image, "version": self.docker.api._version})
-        args["host_config"]["UsernsMode"] = "auto"  # subordinate ids: scripts/setup_sandbox.sh podman
-        container = self.docker.api.create_container(**args)
-        self.docker.api.start(container["Id"])
+        api = self.docker.api
+        answer = api._post_json(api.base_url + libpod.CREATE_PATH, data=libpod.create_spec(image, kwargs))
+        api._raise_for_status(answer)
+        api.start(answer.json()["Id"])
 
     @functools.cached_property
     def is_podman(self) -> bool:

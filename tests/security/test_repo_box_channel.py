@@ -155,8 +155,8 @@ async def test_a_test_file_of_50_kb_scores_the_fix(box: RepoBox, tmp_path: Path)
 async def test_root_in_a_repository_box_is_nobody_on_the_host(box: RepoBox, tmp_path: Path):
     """R2E-Gym's images run as root. Before, root in the box was root on the host: through a folder the row
     mounts writable, it wrote as root where the host's root writes (here a root-owned 0755 folder), and
-    what it wrote in its answers folder was root's. Now the box has a user namespace of its own (podman's
-    userns=auto): still root inside, an unprivileged id outside."""
+    what it wrote in its answers folder was root's. Now the box has a user namespace (podman, a fixed
+    mapping): still root inside, an unprivileged id outside."""
     inside = await box.run("id -u; cat /proc/self/uid_map")
     uid, mapping = inside.output.split("\n", 1)
     assert uid == "0", "root inside, as the image says"
