@@ -8,13 +8,19 @@ serve_until_exit() {
   if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
     die "port $host:$port is already in use (another vLLM server?); set VLLM_PORT"
   fi
+  # vLLM's processes meet on ZMQ sockets in VLLM_RPC_BASE_PATH (default /tmp) and never remove them:
+  # thousands piled up there. This server's go in a folder of its own, removed when it stops.
+  if [ -z "${VLLM_RPC_BASE_PATH:-}" ]; then
+    RPC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/cua-vllm-rpc.XXXXXX")"
+    export VLLM_RPC_BASE_PATH="$RPC_DIR"
+  fi
   log "starting: $*"
   "$@" &
   # Script-level, not local: the traps run after this function's scope is gone (set -u would fail them).
   SERVER_PID=$!
   local pid=$SERVER_PID start=$SECONDS
   trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null; wait "${SERVER_PID:-}" 2>/dev/null; exit 143' INT TERM
-  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true' EXIT
+  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "${RPC_DIR:-}"' EXIT
   until curl -sf "http://$host:$port/health" >/dev/null 2>&1; do
     if ! kill -0 $pid 2>/dev/null; then
       local rc=0
