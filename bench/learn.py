@@ -8,7 +8,7 @@ Prints a table (step, held-out success with its Wilson 95% interval, per arm, an
 writes DIR/learning.json and DIR/learning.png (both curves with their intervals).
 
     python bench/learn.py [--out outputs/learn] [--steps 40] [--eval-every 20] [--eval-episodes 200]
-                          [--lr 3e-4] [--group-size 8] [--task-ids miniwob/click-test]
+                          [--lr 3e-4] [--group-size 8] [--task-ids miniwob/click-test] [--tasks FILE]
 
 `make learn` runs it with the defaults. It needs the warm start that setup builds (make setup).
 """
@@ -48,11 +48,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--groups-per-step", type=int, default=1)
     ap.add_argument("--task-ids", default="miniwob/click-test")
+    ap.add_argument(
+        "--tasks", type=Path, default=None, help="task file; default: the config's tasks.train_path"
+    )
     ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
     args = ap.parse_args(argv)
     agent = OmegaConf.load(CONFIG).agent
     if args.max_turns is None:
         args.max_turns = agent.max_turns
+    args.tasks = (args.tasks or REPO / OmegaConf.load(CONFIG).tasks.train_path).resolve()
     # Rollouts sample at the config's temperature (training needs 1: docs/inference.md), and the
     # held-out evaluation samples the policy at the same one.
     args.temperature = agent.temperature
@@ -78,6 +82,7 @@ def evaluate_start(args: argparse.Namespace) -> dict:
     print(f"step 0: evaluating the warm start on {args.eval_episodes} held-out seeds", flush=True)
     run(
         [sys.executable, "-m", "cua_agent.evaluate", "--checkpoint", str(args.model), "--task-ids", args.task_ids,
+         "--tasks", str(args.tasks),
          "--seeds-per-task", str(args.eval_episodes), "--max-turns", str(args.max_turns),
          "--history-screenshots", str(agent.history_screenshots), "--max-new-tokens", str(agent.max_new_tokens),
          "--max-prompt-tokens", str(agent.max_prompt_tokens), "--on-parse-failure", agent.on_parse_failure,
@@ -100,7 +105,8 @@ def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
         [sys.executable, "train_areal.py", "--config", str(CONFIG),
          f"actor.path={args.model}", f"cluster.fileroot={root}", f"trial_name={arm}",
          f"total_train_steps={args.steps}", "total_train_epochs=1000",
-         f"tasks.task_ids=[{args.task_ids}]", f"train_dataset.batch_size={args.groups_per_step}",
+         f"tasks.train_path={args.tasks}", f"tasks.task_ids=[{args.task_ids}]",
+         f"train_dataset.batch_size={args.groups_per_step}",
          f"agent.group_size={args.group_size}", f"agent.min_group_size={args.group_size // 2}",
          "agent.filter_equal_reward_groups=true", f"agent.max_turns={args.max_turns}",
          f"actor.optimizer.lr={lr}",
