@@ -8,19 +8,20 @@ serve_until_exit() {
   if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
     die "port $host:$port is already in use (another vLLM server?); set VLLM_PORT"
   fi
-  # vLLM's processes meet on ZMQ sockets in VLLM_RPC_BASE_PATH (default /tmp) and never remove them:
-  # thousands piled up there. This server's go in a folder of its own, removed when it stops.
-  if [ -z "${VLLM_RPC_BASE_PATH:-}" ]; then
-    RPC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/cua-vllm-rpc.XXXXXX")"
-    export VLLM_RPC_BASE_PATH="$RPC_DIR"
-  fi
+  # vLLM's processes meet on ZMQ sockets in VLLM_RPC_BASE_PATH (default /tmp) and leave them there, with a
+  # `vllm_dist_*` file in TMPDIR: thousands piled up. This server's go in a folder of its own, its TMPDIR,
+  # removed when it stops.
+  SERVER_TMP="$(mktemp -d "${TMPDIR:-/tmp}/cua-vllm.XXXXXX")"
+  # torch's compile cache stays where it was, shared across starts
+  export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$(id -un)}"
+  export VLLM_RPC_BASE_PATH="${VLLM_RPC_BASE_PATH:-$SERVER_TMP}"
   log "starting: $*"
-  "$@" &
+  TMPDIR="$SERVER_TMP" "$@" &
   # Script-level, not local: the traps run after this function's scope is gone (set -u would fail them).
   SERVER_PID=$!
   local pid=$SERVER_PID start=$SECONDS
   trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null; wait "${SERVER_PID:-}" 2>/dev/null; exit 143' INT TERM
-  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "${RPC_DIR:-}"' EXIT
+  trap 'kill -TERM "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "${SERVER_TMP:-}"' EXIT
   until curl -sf "http://$host:$port/health" >/dev/null 2>&1; do
     if ! kill -0 $pid 2>/dev/null; then
       local rc=0

@@ -22,7 +22,8 @@ FAKE_PYTHON = """#!/bin/sh
 case "$*" in
   *"import vllm"*) exit 0 ;;
   *vllm.entrypoints*) echo "$@" > "$(dirname "$0")/launched"; echo "$VLLM_RPC_BASE_PATH" > "$(dirname "$0")/rpc"
-                     touch "$VLLM_RPC_BASE_PATH/engine-socket"; exit 3 ;;
+                     touch "$VLLM_RPC_BASE_PATH/engine-socket" "$TMPDIR/vllm_dist_x"
+                     echo "$TMPDIR" > "$(dirname "$0")/tmpdir"; exit 3 ;;
   *) exec {python} "$@" ;;
 esac
 """
@@ -54,12 +55,14 @@ def test_the_gpu_launcher_listens_on_loopback_unless_told_otherwise(tmp_path: Pa
 
 
 def test_the_servers_sockets_go_in_a_folder_of_its_own_removed_when_it_stops(tmp_path: Path):
-    """vLLM's processes meet on ZMQ sockets under VLLM_RPC_BASE_PATH (default /tmp) and never remove them:
-    2,204 had piled up in /tmp after two days of test runs. Both launchers share the serving loop."""
-    launched, log = launch(tmp_path, TMPDIR=str(tmp_path))
+    """vLLM's processes meet on ZMQ sockets under VLLM_RPC_BASE_PATH (default /tmp) and leave them there, with
+    a `vllm_dist_*` file in TMPDIR: 2,204 sockets and 406 such files had piled up in /tmp after two days of
+    test runs. Both launchers share the serving loop."""
+    _, log = launch(tmp_path, TMPDIR=str(tmp_path))
     rpc = Path(next(tmp_path.glob("bin*/rpc")).read_text().strip())
-    assert rpc.parent == tmp_path and rpc.name.startswith("cua-vllm-rpc."), log
-    assert not rpc.exists(), "the folder, and the socket the stand-in made in it, are removed"
+    assert Path(next(tmp_path.glob("bin*/tmpdir")).read_text().strip()) == rpc, log
+    assert rpc.parent == tmp_path and rpc.name.startswith("cua-vllm."), log
+    assert not rpc.exists(), "the folder, and what the stand-in made in it, are removed"
 
 
 def test_the_compose_stack_serves_its_trainer_container_and_publishes_on_loopback():
