@@ -34,10 +34,11 @@ step_podman() {
     log "podman: subordinate ids for user namespaces ($SUBIDS) in $f"
     echo "$SUBIDS" >> "$f"
   done
-  if [ "$(sysctl -n kernel.keys.maxkeys)" -lt "$KEYS_MAX" ]; then
+  if [ "$(sysctl -n kernel.keys.maxkeys 2>/dev/null || echo 0)" -lt "$KEYS_MAX" ]; then
     log "podman: kernel key quota per user $KEYS_MAX keys ($KEYS_CONF)"
+    mkdir -p "$(dirname "$KEYS_CONF")"
     printf 'kernel.keys.maxkeys = %s\nkernel.keys.maxbytes = %s\n' "$KEYS_MAX" "$((KEYS_MAX * 100))" > "$KEYS_CONF"
-    sysctl -q -p "$KEYS_CONF"
+    sysctl -q -p "$KEYS_CONF" || log "warning: kernel.keys.maxkeys not raised: at most ~197 repository boxes run at once"
   fi
   if grep -qs 'runtime *= *"runc"' "$CONF"; then log "podman config: present"; return; fi
   if [ -s "$CONF" ] && ! grep -qs "$CONF_MARK" "$CONF"; then
