@@ -103,8 +103,12 @@ def start_raw_vllm(model_dir: Path, log_dir: Path) -> VLLMProcess:
     what a user who starts the server by hand gets."""
     port = free_port()
     log_path = log_dir / f"vllm-raw-{model_dir.name}-{port}.log"
+    scratch = log_dir / f"vllm-raw-{port}"  # its IPC sockets and temp files, which vLLM leaves behind
+    scratch.mkdir()
     env = {
         **os.environ,
+        "VLLM_RPC_BASE_PATH": str(scratch),
+        "TMPDIR": str(scratch),
         "VLLM_TARGET_DEVICE": "cpu",
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "VLLM_CPU_KVCACHE_SPACE": "1",
