@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,19 +113,20 @@ class DockerBackend(Backend):
         sock_dir.chmod(0o777)  # the box's non-root user creates its socket here
         keys = BoxSecrets.new()
         keys.write(sock_dir)
-        container = self.docker.containers.run(
-            spec.image,
-            name=name,
-            **self.isolation(spec.memory_mb, spec.cpus, spec.pids),
-            read_only=True,  # the image as built; what the box writes is in RAM, within its memory limit
-            tmpfs=ram_folders(self._writable_folders(spec.image), spec.memory_mb),
-            environment={
-                "CUA_SANDBOX_SECRETS": f"/run/cua/{SECRETS_FILE}",
-                "CUA_SCREEN_WIDTH": str(spec.screen[0]),
-                "CUA_SCREEN_HEIGHT": str(spec.screen[1]),
-            },
-            volumes={str(sock_dir): {"bind": "/run/cua", "mode": "rw"}},
-        )
+        with self.removed_unless_started(name):
+            container = self.docker.containers.run(
+                spec.image,
+                name=name,
+                **self.isolation(spec.memory_mb, spec.cpus, spec.pids),
+                read_only=True,  # the image as built; what the box writes is in RAM, within its memory limit
+                tmpfs=ram_folders(self._writable_folders(spec.image), spec.memory_mb),
+                environment={
+                    "CUA_SANDBOX_SECRETS": f"/run/cua/{SECRETS_FILE}",
+                    "CUA_SCREEN_WIDTH": str(spec.screen[0]),
+                    "CUA_SCREEN_HEIGHT": str(spec.screen[1]),
+                },
+                volumes={str(sock_dir): {"bind": "/run/cua", "mode": "rw"}},
+            )
         ready = sock_dir / "ready.json"
         deadline = time.monotonic() + self.start_timeout
         while not ready.exists():
@@ -177,15 +179,28 @@ class DockerBackend(Backend):
         is nobody outside it. Docker's API takes no id mapping, so podman's own API creates the box
         (sandbox/backends/libpod.py says why not `userns=auto`). Docker Engine has no per-container mode
         (its daemon-wide `userns-remap` does this for every container): the box runs as the image says."""
-        if not self.is_podman:
-            self.docker.containers.run(image, **kwargs)
-            return
-        from sandbox.backends import libpod
+        with self.removed_unless_started(kwargs["name"]):
+            if not self.is_podman:
+                self.docker.containers.run(image, **kwargs)
+                return
+            from sandbox.backends import libpod
 
-        api = self.docker.api
-        answer = api._post_json(api.base_url + libpod.CREATE_PATH, data=libpod.create_spec(image, kwargs))
-        api._raise_for_status(answer)
-        api.start(answer.json()["Id"])
+            api = self.docker.api
+            created = api._post_json(
+                api.base_url + libpod.CREATE_PATH, data=libpod.create_spec(image, kwargs)
+            )
+            api.start(api._result(created, json=True)["Id"])
+
+    @contextlib.contextmanager
+    def removed_unless_started(self, name: str) -> Iterator[None]:
+        """Around a box's create and start: a box the engine created but could not start (a limit runc
+        cannot set, a hung start) is removed with its control folder; it stayed in the engine's list."""
+        try:
+            yield
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.remove_sync(name)
+            raise
 
     @functools.cached_property
     def is_podman(self) -> bool:

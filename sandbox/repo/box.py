@@ -272,8 +272,6 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
             tmpfs={OUTPUT_TMPFS_IN_BOX: f"size={OUTPUT_TMPFS_SIZE},mode=1777"},
         )
     except Exception as exc:
-        with contextlib.suppress(Exception):  # created, then not started: not left in the engine's list
-            backend.remove_sync(name)
         shutil.rmtree(folder, ignore_errors=True)
         raise SandboxStartError(f"{name}: could not start image {spec.image!r}: {exc}") from exc
     deadline = time.monotonic() + start_timeout_s

@@ -374,3 +374,14 @@ async def test_a_box_starting_while_another_rank_reaps_keeps_its_control_folder(
     finally:
         starter.close()
         reaper.close()
+
+
+async def test_a_desktop_box_created_but_never_started_is_removed_with_its_folder(docker_backend):
+    """A memory limit runc cannot set: the engine creates the box, then fails to start it. The created box
+    and its control folder (its keys) stayed behind; repository boxes share the same start."""
+    folders = set(docker_backend.run_dir.glob("cua-sb-*"))  # the shared pool's boxes, if any
+    boxes = docker_backend.list_boxes(run_id=docker_backend.run_id)
+    with pytest.raises(Exception, match="memory limit"):
+        await docker_backend.start(SandboxSpec(memory_mb=1))
+    assert docker_backend.list_boxes(run_id=docker_backend.run_id) == boxes
+    assert set(docker_backend.run_dir.glob("cua-sb-*")) == folders
