@@ -15,24 +15,15 @@ Only the arguments the boxes use are translated; any other is refused, so that a
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from docker.utils import parse_bytes
 
 # The box's ids 0..65535 are the host's HOST_ID_START..+65535, the start of the subordinate range that
 # scripts/setup_sandbox.sh gives the user "containers" (rootful podman itself needs no such entry).
 HOST_ID_START = 2147483647
 ID_RANGE = 65536
 CREATE_PATH = "/v4.0.0/libpod/containers/create"  # podman 4 and 5 both route any /v4.x prefix
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-def _bytes(size: str | int) -> int:
-    if isinstance(size, int):
-        return size
-    match = re.fullmatch(r"(\d+)([kmg]?)b?", size.strip().lower())
-    if not match:
-        raise ValueError(f"not a size: {size!r}")
-    return int(match[1]) * _UNITS[match[2]]
 
 
 def _mounts(volumes: dict[str, dict[str, str]], tmpfs: dict[str, str]) -> list[dict[str, Any]]:
@@ -74,13 +65,16 @@ def create_spec(image: str, run_kwargs: dict[str, Any]) -> dict[str, Any]:
         "userns": {"nsmode": "private"},
         "idmappings": {"UIDMap": ids, "GIDMap": ids},
         "resource_limits": {
-            "memory": {"limit": _bytes(kw.pop("mem_limit")), "swap": _bytes(kw.pop("memswap_limit"))},
+            "memory": {
+                "limit": parse_bytes(kw.pop("mem_limit")),
+                "swap": parse_bytes(kw.pop("memswap_limit")),
+            },
             "cpu": {"quota": kw.pop("nano_cpus") // 10_000, "period": 100_000},
             "pids": {"limit": kw.pop("pids_limit")},
         },
     }
     if log is not None:  # docker-py's LogConfig: podman's json-file is its k8s-file
-        spec["log_configuration"] = {"driver": "k8s-file", "size": _bytes(log.config.get("max-size", 0))}
+        spec["log_configuration"] = {"driver": "k8s-file", "size": parse_bytes(log.config.get("max-size", 0))}
     if kw:
         raise ValueError(f"run arguments not translated for podman: {sorted(kw)}")
     return {k: v for k, v in spec.items() if v is not None}
