@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.sandbox import fmt
 from sandbox.backends.docker import DockerBackend
 from sandbox.repo.box import RepoBox, RepoSpec, start_repo_box
 
@@ -42,10 +42,6 @@ def with_userns_auto(backend: DockerBackend) -> None:
         backend.docker.api.start(backend.docker.api.create_container(**args)["Id"])
 
     backend.run_as_nobody_on_the_host = run  # type: ignore[method-assign]
-
-
-def p(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 def hold(backend: DockerBackend, spec: RepoSpec, n: int) -> int:
@@ -115,10 +111,8 @@ def main(argv: list[str]) -> int:
             except Exception as exc:
                 error = error or f"cleanup: {exc}"
     print(f"userns {args.userns}: {rounds} rounds in {args.seconds:.0f} s")
-    print(
-        f"start   p50 {statistics.median(starts or [0]):.2f} s  p95 {p(starts, 0.95):.2f} s  (n={len(starts)})"
-    )
-    print(f"removal p50 {statistics.median(removals or [0]):.2f} s  p95 {p(removals, 0.95):.2f} s")
+    print(f"start   {fmt(starts or [0])}  (n={len(starts)})")
+    print(f"removal {fmt(removals or [0])}")
     print(f"engine: {'FAILED: ' + error if error else 'answered every call'}")
     return 1 if error else 0
 

@@ -53,10 +53,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
     args = ap.parse_args(argv)
-    agent = OmegaConf.load(CONFIG).agent
+    config = OmegaConf.load(CONFIG)
+    agent = config.agent
     if args.max_turns is None:
         args.max_turns = agent.max_turns
-    args.tasks = (args.tasks or REPO / OmegaConf.load(CONFIG).tasks.train_path).resolve()
+    args.tasks = (args.tasks or REPO / config.tasks.train_path).resolve()
     # Rollouts sample at the config's temperature (training needs 1: docs/inference.md), and the
     # held-out evaluation samples the policy at the same one.
     args.temperature = agent.temperature

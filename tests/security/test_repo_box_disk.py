@@ -34,7 +34,7 @@ def backend(sandbox_setup):
     backend = DockerBackend(run_id=f"pytest-repo-disk-{os.getpid()}")
     yield backend
     assert backend.list_boxes(run_id=backend.run_id) == [], "every box is removed"
-    assert [d for d in backend.run_dir.glob("cua-sb-*") if d.name in STARTED] == [], "and its folder"
+    assert [b for b in STARTED if (backend.run_dir / b).exists()] == [], "and its folder"
     backend.close()
 
 
