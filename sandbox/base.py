@@ -17,6 +17,7 @@ from typing import Any
 
 from sandbox.client import ControlClient, SandboxClient
 from sandbox.errors import BoxBroken, SandboxDied, SandboxError
+from sandbox.server.task_families import family_of
 
 LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
 
@@ -151,12 +152,6 @@ class SandboxSpec:
         )
 
 
-# Families whose tasks keep the agent inside one web page: their boxes serve many episodes. Any other task
-# can hand it a general computer (desktop/terminal-file's shell, an app that runs commands), where it could
-# leave a process that reads the box's secrets or sets a later episode's reward: that box serves one episode.
-REUSABLE_FAMILIES = ("miniwob",)
-
-
 @dataclass
 class Sandbox:
     """A running box. Talk to it through the methods below; `backend.stop` ends it."""
@@ -168,7 +163,7 @@ class Sandbox:
     created: float = field(default_factory=time.time)
     meta: dict[str, Any] = field(default_factory=dict)
     episodes: int = 0
-    reusable: bool = True  # until it plays a task outside REUSABLE_FAMILIES
+    reusable: bool = True  # until it plays a task of a family that is not `reusable` (task_families.py)
 
     async def health(self, timeout: float = 5.0) -> dict[str, Any]:
         return await self.client.health(timeout)
@@ -187,7 +182,7 @@ class Sandbox:
 
     async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
         self.episodes += 1
-        self.reusable &= task_id.split("/")[0] in REUSABLE_FAMILIES
+        self.reusable &= family_of(task_id).reusable
         return await self.client.reset(task_id, seed)
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from typing import Any
 
 from sandbox.backends import BACKENDS
 from sandbox.base import SandboxSpec
+from sandbox.server.task_families import TASK_FAMILIES, TASK_ID
 
 SPLITS = ("train", "val", "test")
 TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags"}
 SANDBOX_FIELDS = {"backend", "image", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "screen"}
-_TASK_ID = re.compile(r"^(miniwob|desktop)/[a-z0-9][a-z0-9-]*$")
 
 
 class TaskSpecError(ValueError):
@@ -89,10 +89,10 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
         _check(req in obj, where, req, "is required")
     tid = obj["task_id"]
     _check(
-        isinstance(tid, str) and bool(_TASK_ID.match(tid)),
+        isinstance(tid, str) and bool(TASK_ID.match(tid)),
         where,
         "task_id",
-        f"must look like 'miniwob/<name>' or 'desktop/<name>', got {tid!r}",
+        f"must look like '<family>/<name>' with a known family ({', '.join(sorted(TASK_FAMILIES))}), got {tid!r}",
     )
     instr = obj.get("instruction")
     _check(

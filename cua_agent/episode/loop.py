@@ -169,7 +169,7 @@ async def _loop(
             ep.status = "max_turns"
         ep.task_reward = float((await sandbox.evaluate())["reward"])
     except (SandboxDied, SandboxTimeout) as exc:
-        # A box that can hand the policy a shell (a task outside REUSABLE_FAMILIES) and died or went silent
+        # A box that can hand the policy a shell (a task of a family that is not `reusable`: sandbox/server/task_families.py) and died or went silent
         # from inside after its actions is the policy's doing: its 0, not a way out of one.
         if (
             acted

@@ -12,17 +12,15 @@ sandbox image, which ships only `sandbox/__init__.py` and `sandbox/server/` (scr
 from __future__ import annotations
 
 import asyncio
-import importlib
 import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sandbox.base import Sandbox
+from sandbox.server.task_families import TASK_FAMILIES, load
 
 Solver = Callable[["Ctx"], Awaitable[None]]
-# Task families with oracles: the module sandbox/oracles/<family>.py holds SOLVERS, {task name: solver}.
-FAMILIES = ("miniwob", "desktop")
 
 
 def register(table: dict[str, Solver], *names: str) -> Callable[[Solver], Solver]:
@@ -38,14 +36,14 @@ def register(table: dict[str, Solver], *names: str) -> Callable[[Solver], Solver
 
 def solvers(family: str) -> dict[str, Solver]:
     """The solvers of a family by task name ({} for a family without oracles)."""
-    if family not in FAMILIES:
+    if family not in TASK_FAMILIES:
         return {}
     # Imported here, not at the top: the family modules import Ctx and register from this one.
-    return importlib.import_module(f"sandbox.oracles.{family}").SOLVERS
+    return load(TASK_FAMILIES[family].oracles).SOLVERS
 
 
 def supported_tasks() -> list[str]:
-    return [f"{family}/{n}" for family in FAMILIES for n in sorted(solvers(family))]
+    return [f"{family}/{n}" for family in TASK_FAMILIES for n in sorted(solvers(family))]
 
 
 class OracleError(RuntimeError):

@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from sandbox.server import task_families
 from sandbox.server.display import Display, DisplayError
 from sandbox.server.protocol import NONCE_HEADER, PROOF_HEADER, check_wait_change, signature
 from sandbox.server.runtimes.base import Runtime, TaskError
@@ -54,16 +55,11 @@ class Controller:
 
     def _runtime(self, prefix: str) -> Runtime:
         if prefix not in self.runtimes:
-            if prefix == "miniwob":
-                from sandbox.server.runtimes.miniwob import MiniWoBRuntime
-
-                self.runtimes[prefix] = MiniWoBRuntime(self.display)
-            elif prefix == "desktop":
-                from sandbox.server.runtimes.desktop import DesktopRuntime
-
-                self.runtimes[prefix] = DesktopRuntime(self.display)
-            else:
-                raise TaskError(f"unknown task family {prefix!r} (expected miniwob/... or desktop/...)")
+            try:
+                family = task_families.family_of(prefix)
+            except task_families.UnknownTaskFamily as e:
+                raise TaskError(str(e)) from None
+            self.runtimes[prefix] = task_families.load(family.runtime)(self.display)
         return self.runtimes[prefix]
 
     def health(self) -> dict[str, Any]:

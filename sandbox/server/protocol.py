@@ -2,7 +2,7 @@
 
 Standard library only: this module ships in the sandbox image next to the server, and the agent on the
 host imports its limits and its key normaliser, so an action valid on one side is never rejected on the
-other. The server (actions.py) validates payloads against it and translates them to xdotool.
+other. The server (xdotool.py) validates payloads against it and translates them to xdotool.
 
     {"type": <one of ACTION_TYPES>, <the fields of that type (FIELDS)>}    coordinates in screen pixels
 

@@ -230,7 +230,7 @@ async def test_a_task_rows_box_gets_the_rows_resources_in_one_shared_pool(sandbo
                 assert (await sb.evaluate(wait_s=1.0))["reward"] == 1.0
             first = sb.id
             async with pool.sandbox(small, timeout=120) as sb:
-                # a desktop task's box serves no other episode (REUSABLE_FAMILIES): none to stop for this one
+                # a desktop task's box serves no other episode (its family is not `reusable`): none to stop for this one
                 assert sb.id != first and pool.stats["stopped_for_other_spec"] == 0
                 env = ["CUA_SCREEN_HEIGHT=768", "CUA_SCREEN_WIDTH=1024"]
                 assert await asyncio.to_thread(limits, sb) == (1536, 256, env)

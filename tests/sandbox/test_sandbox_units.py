@@ -117,10 +117,8 @@ def test_shipped_task_files_are_valid_and_solvable():
 
 def test_oracles_stay_on_the_host():
     """The image ships sandbox/__init__.py and sandbox/server/ only (scripts/build_sandbox_image.sh): the
-    server must import nothing else of the package, and each runtime family has its oracle module."""
+    server must import nothing else of the package."""
     import ast
-
-    from sandbox.oracles import FAMILIES, solvers
 
     build = (REPO / "scripts" / "build_sandbox_image.sh").read_text()
     assert "find sandbox/__init__.py sandbox/server -name" in build
@@ -130,8 +128,57 @@ def test_oracles_stay_on_the_host():
             names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             for name in names:
                 assert not name.startswith("sandbox") or name.startswith("sandbox.server"), (path, name)
+
+
+def test_every_runtime_is_a_registered_family_with_its_entry_points():
+    """One registry names the task families: each entry's runtime class (in the box) and oracle module (on
+    the host) load, and no runtime module exists outside it."""
+    from sandbox.oracles import solvers, supported_tasks
+    from sandbox.server.runtimes.base import Runtime
+    from sandbox.server.task_families import TASK_FAMILIES, load
+
     runtimes = {p.stem for p in (REPO / "sandbox" / "server" / "runtimes").glob("*.py")}
-    assert runtimes - {"__init__", "base"} == set(FAMILIES) and all(solvers(f) for f in FAMILIES)
+    assert runtimes - {"__init__", "base"} == set(TASK_FAMILIES)
+    for name, family in TASK_FAMILIES.items():
+        runtime = load(family.runtime)
+        assert issubclass(runtime, Runtime) and runtime.prefix == name
+        assert solvers(name), name
+    assert {t.split("/")[0] for t in supported_tasks()} == set(TASK_FAMILIES)
+
+
+def test_an_unknown_task_family_is_an_error_that_lists_the_known_ones(tmp_path):
+    from sandbox.server.app import Controller
+    from sandbox.server.runtimes.base import TaskError
+    from sandbox.server.task_families import UnknownTaskFamily, family_of
+
+    with pytest.raises(UnknownTaskFamily, match=r"'osworld' in 'osworld/x' \(known: desktop, miniwob\)"):
+        family_of("osworld/x")
+    # The task file names the field and the known families.
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({**GOOD, "task_id": "osworld/calc-sum"}) + "\n")
+    with pytest.raises(
+        TaskSpecError, match=r"tasks.jsonl:1: field 'task_id': .*known family \(desktop, miniwob\)"
+    ):
+        load_tasks(path)
+    # The box's server answers the same way (a 4xx, not a crash), before touching its display.
+    with pytest.raises(TaskError, match=r"unknown task family 'osworld'.*known: desktop, miniwob"):
+        Controller(display=None).reset({"task_id": "osworld/calc-sum", "seed": 0})  # type: ignore[arg-type]
+
+
+def test_a_box_that_plays_a_family_which_may_hand_out_a_shell_serves_no_other_episode():
+    """`reusable` in the registry decides, per family, whether a box may serve a later episode."""
+
+    class Client:
+        async def reset(self, task_id, seed):
+            return {"instruction": "x"}
+
+    box = Sandbox(id="b", backend=None, client=Client(), spec=None)  # type: ignore[arg-type]
+    asyncio.run(box.reset("miniwob/click-test", 1))
+    assert box.reusable
+    asyncio.run(box.reset("desktop/terminal-file", 1))
+    assert not box.reusable
+    asyncio.run(box.reset("miniwob/click-test", 2))
+    assert not box.reusable  # once a shell was on offer, never again
 
 
 GOOD = {

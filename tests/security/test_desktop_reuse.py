@@ -1,6 +1,6 @@
-"""A desktop box that handed the agent a shell serves no other episode (sandbox/base.py REUSABLE_FAMILIES):
-in desktop/terminal-file the agent has bash in an xterm, and a process it leaves there could read the box's
-secrets or set a later episode's reward. Real boxes of the sandbox image under podman."""
+"""A desktop box that handed the agent a shell serves no other episode (`reusable` in
+sandbox/server/task_families.py): in desktop/terminal-file the agent has bash in an xterm, and a process it
+leaves there could read the box's secrets or set a later episode's reward. Real boxes of the sandbox image under podman."""
 
 from __future__ import annotations
 
