@@ -1,14 +1,19 @@
-"""Learning, measured: GRPO from the tiny model's warm start against a control run identical in every
-respect but `lr = 0` (same initial weights, seeds, sampling, steps, sandboxes, held-out seeds), through
+"""Learning, measured: GRPO from the tiny model's warm start against a control, on held-out seeds, through
 the real stack: `train_areal.py` on configs/local_cpu.yaml (vLLM CPU server, podman sandboxes, AReaL's
 PPOTrainer), the held-out evaluation of the `evaluation` config section every `--eval-every` steps, and
-`python -m cua_agent.evaluate` on the warm start itself for step 0 (both arms start from it).
+`python -m cua_agent.evaluate` on the warm start itself for step 0.
 
-Prints a table (step, held-out success with its Wilson 95% interval, per arm, and the difference) and
-writes DIR/learning.json and DIR/learning.png (both curves with their intervals).
+The control (`--control`) is either a second run identical in every respect but `lr = 0` (same initial
+weights, seeds, sampling, steps, sandboxes, held-out seeds), or the warm start's own step-0 evaluation:
+with lr = 0 the weights never move, so such a run samples exactly the warm start at every step, and the
+evaluation alone costs half the wall time.
+
+Prints a table per task (step, held-out success with its Wilson 95% interval, per arm, the difference
+and a one-sided Fisher p), and writes DIR/learning.json and DIR/learning.png (the first task's curves).
 
     python bench/learn.py [--out outputs/learn] [--steps 40] [--eval-every 20] [--eval-episodes 200]
-                          [--lr 3e-4] [--group-size 8] [--task-ids miniwob/click-test] [--tasks FILE]
+                          [--lr 3e-4] [--group-size 8] [--groups-per-step 1] [--control lr0|warm-start]
+                          [--task-ids miniwob/click-test[,miniwob/focus-text]] [--tasks FILE]
 
 `make learn` runs it with the defaults. It needs the warm start that setup builds (make setup).
 """
@@ -33,7 +38,6 @@ from cua_agent.evaluate.report import fisher_greater  # noqa: E402
 from cua_agent.inference.local_server import WARM_MODEL  # noqa: E402
 
 CONFIG = REPO / "configs" / "local_cpu.yaml"
-ARMS = ("grpo", "control")
 COLOURS = {"grpo": (200, 60, 40), "control": (60, 90, 200)}
 
 
@@ -52,6 +56,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--tasks", type=Path, default=None, help="task file; default: the config's tasks.train_path"
     )
     ap.add_argument("--max-turns", type=int, default=None, help="default: the config's agent.max_turns")
+    ap.add_argument(
+        "--control",
+        choices=("lr0", "warm-start"),
+        default="lr0",
+        help="lr0: a second run at lr = 0; warm-start: the warm start's step-0 evaluation stands for every step "
+        "(an lr = 0 run samples exactly that policy), which halves the wall time",
+    )
     args = ap.parse_args(argv)
     config = OmegaConf.load(CONFIG)
     agent = config.agent
@@ -91,7 +102,7 @@ def evaluate_start(args: argparse.Namespace) -> dict:
          "--out", str(out)],
         args.out / "step0.log",
     )  # fmt: skip
-    return json.loads((out / "report.json").read_text())["overall"]
+    return json.loads((out / "report.json").read_text())
 
 
 def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
@@ -119,13 +130,22 @@ def train(arm: str, args: argparse.Namespace) -> dict[int, dict]:
     )  # fmt: skip
     reports = {}
     for path in (root / "eval").glob("step*/report.json"):
-        reports[int(path.parent.name.removeprefix("step"))] = json.loads(path.read_text())["overall"]
+        reports[int(path.parent.name.removeprefix("step"))] = json.loads(path.read_text())
     if not reports:
         raise SystemExit(f"{arm}: no held-out report under {root / 'eval'} (see {args.out / f'{arm}.log'})")
     return reports
 
 
+def per_task(curves: dict[str, dict[int, dict]], task: str | None) -> dict[str, dict[int, dict]]:
+    """Each arm's held-out figures by step for one task (None: all tasks together)."""
+    return {
+        arm: {step: r["overall"] if task is None else r["tasks"][task] for step, r in c.items()}
+        for arm, c in curves.items()
+    }
+
+
 def table(curves: dict[str, dict[int, dict]]) -> str:
+    """One task's (or the overall) held-out success per step and arm, with the one-sided Fisher p."""
     lines = [
         "| step | GRPO success (95% CI) | control success (95% CI) | difference | p (Fisher, one-sided) |",
         "|---|---|---|---|---|",
@@ -142,7 +162,19 @@ def table(curves: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines)
 
 
-def plot(curves: dict[str, dict[int, dict]], path: Path, title: str) -> None:
+def tables(curves: dict[str, dict[int, dict]], tasks: list[str]) -> str:
+    """A table per task; with several tasks, one for all of them together as well."""
+    parts = [(t, per_task(curves, t)) for t in tasks] + (
+        [("all tasks", per_task(curves, None))] if len(tasks) > 1 else []
+    )
+    return "\n\n".join(f"{name}:\n{table(c)}" for name, c in parts)
+
+
+def control_label(control: str) -> str:
+    return "an lr = 0 run" if control == "lr0" else "the warm start's evaluation"
+
+
+def plot(curves: dict[str, dict[int, dict]], path: Path, title: str, control: str) -> None:
     """Both arms' held-out success against the step, with their 95% intervals (PIL: the trainer
     environment has no plotting library)."""
     w, h, left, right, top, bottom = 720, 440, 70, 20, 40, 60
@@ -175,7 +207,7 @@ def plot(curves: dict[str, dict[int, dict]], path: Path, title: str) -> None:
             d.line([(x - 5, hi), (x + 5, hi)], fill=colour, width=2)
         d.text(
             (w - right - 180, top + 10 + 16 * i),
-            f"{arm} (lr {'0' if arm == 'control' else 'on'})",
+            "GRPO" if arm == "grpo" else f"control: {control}",
             fill=colour,
         )
     img.save(path)
@@ -190,29 +222,41 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     first = evaluate_start(args)
-    curves = {arm: {0: first, **train(arm, args)} for arm in ARMS}
+    curves = {"grpo": {0: first, **train("grpo", args)}}
+    if args.control == "lr0":
+        curves["control"] = {0: first, **train("control", args)}
+    else:  # the warm start's own evaluation: what an lr = 0 run would sample at every step
+        curves["control"] = dict.fromkeys(curves["grpo"], first)
     wall_s = time.monotonic() - start
+    tasks = [t for t in args.task_ids.split(",") if t]
+    headline = tasks[0]
     title = (
-        f"{args.task_ids}: held-out success, {args.eval_episodes} seeds, T={args.temperature:g}; "
+        f"{headline}: held-out success, {args.eval_episodes} seeds, T={args.temperature:g}; "
         f"{args.steps} steps x {args.groups_per_step * args.group_size} episodes"
     )
-    plot(curves, args.out / "learning.png", title)
+    plot(per_task(curves, headline), args.out / "learning.png", title, control_label(args.control))
     final = max(curves["grpo"])
-    g, c = curves["grpo"][final], curves["control"][final]
+    finals = {}
+    for task in [*tasks, None]:
+        c = per_task(curves, task)
+        g, k = c["grpo"][final], c["control"][final]
+        finals[task or "all"] = {
+            "difference_pts": round(100 * (g["success_rate"] - k["success_rate"]), 1),
+            "p_one_sided": fisher_greater(g["successes"], g["episodes"], k["successes"], k["episodes"]),
+        }
     result = {
         "args": {k: str(v) for k, v in vars(args).items()},
         "curves": {arm: {str(s): v for s, v in sorted(c.items())} for arm, c in curves.items()},
         "final_step": final,
-        "difference_pts": round(100 * (g["success_rate"] - c["success_rate"]), 1),
-        "intervals_overlap": g["ci95"][0] <= c["ci95"][1] and c["ci95"][0] <= g["ci95"][1],
+        "final": finals,
         "wall_s": round(wall_s),
     }
     (args.out / "learning.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(table(curves))
+    print(tables(curves, tasks))
+    h = finals[headline]
     print(
-        f"final step {final}: GRPO {g['success_rate']:.1%} vs control {c['success_rate']:.1%} "
-        f"({result['difference_pts']:+.1f} pts; 95% intervals {'overlap' if result['intervals_overlap'] else 'apart'}); "
-        f"wall {wall_s / 60:.1f} min; plot {args.out / 'learning.png'}"
+        f"final step {final}, {headline}: {h['difference_pts']:+.1f} pts against {control_label(args.control)} "
+        f"(p = {h['p_one_sided']:.3g}); wall {wall_s / 60:.1f} min; plot {args.out / 'learning.png'}"
     )
     return 0
 

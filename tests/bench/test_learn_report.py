@@ -1,0 +1,84 @@
+"""bench/learn.py's bookkeeping: per-task tables, both kinds of control, learning.json. The real runs
+(train_areal.py and the evaluation command, ~15-60 min) are stood in for by writing the reports they write;
+`make learn` runs them for real."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import bench.learn as learn
+from cua_agent.evaluate.report import wilson
+
+TASKS = ("miniwob/click-test", "miniwob/focus-text")
+
+
+def figures(successes: int, episodes: int = 200) -> dict:
+    return {
+        "episodes": episodes,
+        "successes": successes,
+        "success_rate": successes / episodes,
+        "ci95": list(wilson(successes, episodes)),
+    }
+
+
+def report(per_task: dict[str, int]) -> dict:
+    total = sum(per_task.values())
+    return {
+        "overall": figures(total, 200 * len(per_task)),
+        "tasks": {t: figures(s) for t, s in per_task.items()},
+    }
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
+    """Stands in for the evaluation command (step 0: 60 and 30 of 200) and train_areal.py (GRPO rises by
+    20 successes a task every 20 steps, lr = 0 stays)."""
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], log: Path) -> None:
+        calls.append(cmd)
+        if "cua_agent.evaluate" in cmd:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.mkdir(parents=True)
+            (out / "report.json").write_text(json.dumps(report(dict(zip(TASKS, (60, 30), strict=True)))))
+            return
+        opts = dict(a.split("=", 1) for a in cmd if "=" in a)
+        root, lr = Path(opts["cluster.fileroot"]), float(opts["actor.optimizer.lr"])
+        for step in (20, 40):
+            rise = step if lr > 0 else 0
+            out = root / "eval" / f"step{step}"
+            out.mkdir(parents=True)
+            (out / "report.json").write_text(
+                json.dumps(report(dict(zip(TASKS, (60 + rise, 30 + rise), strict=True))))
+            )
+
+    monkeypatch.setattr(learn, "run", run)
+    model = tmp_path / "warm"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return calls
+
+
+@pytest.mark.parametrize("control", ["lr0", "warm-start"])
+def test_each_task_gets_its_table_against_the_control(runs, tmp_path, capsys, control):
+    out = tmp_path / "learn"
+    argv = ["--out", str(out), "--model", str(tmp_path / "warm"), "--task-ids", ",".join(TASKS)]
+    assert learn.main([*argv, "--control", control]) == 0
+    trained = [c for c in runs if "train_areal.py" in c]
+    assert len(trained) == (2 if control == "lr0" else 1)  # the warm-start control trains no second arm
+    assert any(f"tasks.task_ids=[{','.join(TASKS)}]" in c for c in trained[0])
+
+    text = capsys.readouterr().out
+    for task in (*TASKS, "all tasks"):
+        assert f"{task}:\n| step |" in text
+    assert "| 40 | 50.0% " in text and "+20.0 pts" in text  # click-test: 100/200 against 60/200
+    result = json.loads((out / "learning.json").read_text())
+    assert result["final_step"] == 40
+    assert result["final"]["miniwob/click-test"]["difference_pts"] == 20.0
+    assert result["final"]["miniwob/focus-text"]["difference_pts"] == 20.0
+    assert result["final"]["all"]["difference_pts"] == 20.0
+    assert result["final"]["miniwob/click-test"]["p_one_sided"] < 0.01
+    assert (out / "learning.png").stat().st_size > 0
