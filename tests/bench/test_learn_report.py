@@ -40,6 +40,11 @@ def runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
 
     def run(cmd: list[str], log: Path) -> None:
         calls.append(cmd)
+        if "cua_agent.warmstart" in cmd:
+            out = Path(cmd[cmd.index("--out") + 1])
+            out.mkdir(parents=True)
+            (out / "config.json").write_text("{}")
+            return
         if "cua_agent.evaluate" in cmd:
             out = Path(cmd[cmd.index("--out") + 1])
             out.mkdir(parents=True)
@@ -56,6 +61,7 @@ def runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
             )
 
     monkeypatch.setattr(learn, "run", run)
+    monkeypatch.setattr(learn, "LEARN_WARM", tmp_path / "learn-warm")
     model = tmp_path / "warm"
     model.mkdir()
     (model / "config.json").write_text("{}")
@@ -82,3 +88,14 @@ def test_each_task_gets_its_table_against_the_control(runs, tmp_path, capsys, co
     assert result["final"]["all"]["difference_pts"] == 20.0
     assert result["final"]["miniwob/click-test"]["p_one_sided"] < 0.01
     assert (out / "learning.png").stat().st_size > 0
+
+
+def test_by_default_the_warm_start_of_the_task_is_built_first_then_trained_from(runs, tmp_path):
+    assert learn.main(["--out", str(tmp_path / "learn")]) == 0
+    warm, step0, grpo = runs  # the warm-start control: no second run
+    assert warm[warm.index("--out") + 1] == str(tmp_path / "learn-warm")
+    assert warm[warm.index("--tasks") + 1] == str(learn.LEARN_TASKS)
+    assert warm[warm.index("--task-ids") + 1] == "miniwob/click-test"
+    assert step0[step0.index("--checkpoint") + 1] == str(tmp_path / "learn-warm")
+    assert f"actor.path={tmp_path / 'learn-warm'}" in grpo
+    assert "tasks.task_ids=[miniwob/click-test]" in grpo
