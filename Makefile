@@ -32,7 +32,7 @@ format: setup
 bench: setup  ## benchmarks: each prints ratios against a reference measured in the same run (make learn apart)
 	@for b in $(filter-out bench/learn.py,$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b; done
 
-learn: setup  ## GRPO from the warm start against an lr=0 control, held-out success per arm (bench/learn.py; ~1 h on 2 cores)
+learn: setup  ## GRPO on click-test at 400x300 against its warm start, held-out success per step (bench/learn.py; ~50 min on 2 cores)
 	@$(PY) bench/learn.py $(ARGS)
 
 RUN ?= outputs/cua-local

@@ -181,8 +181,9 @@ class Sandbox:
         return await self.client.step(action, max_width, max_height)
 
     async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
+        family = family_of(task_id)  # an unknown family: an error before the box is touched
         self.episodes += 1
-        self.reusable &= family_of(task_id).reusable
+        self.reusable &= family.reusable
         return await self.client.reset(task_id, seed)
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:

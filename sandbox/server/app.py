@@ -53,14 +53,14 @@ class Controller:
         self.task_id: str | None = None
         self.started = time.time()
 
-    def _runtime(self, prefix: str) -> Runtime:
-        if prefix not in self.runtimes:
-            try:
-                family = task_families.family_of(prefix)
-            except task_families.UnknownTaskFamily as e:
-                raise TaskError(str(e)) from None
-            self.runtimes[prefix] = task_families.load(family.runtime)(self.display)
-        return self.runtimes[prefix]
+    def _runtime(self, task_id: str) -> Runtime:
+        try:
+            family = task_families.family_of(task_id)
+        except task_families.UnknownTaskFamily as e:
+            raise TaskError(str(e)) from None
+        if family.name not in self.runtimes:
+            self.runtimes[family.name] = task_families.load(family.runtime)(self.display)
+        return self.runtimes[family.name]
 
     def health(self) -> dict[str, Any]:
         xvfb_ok = all(p.poll() is None for p in self.display.procs[:1])
@@ -122,9 +122,9 @@ class Controller:
             raise TaskError("'task_id' must be a string like 'miniwob/click-test' or 'desktop/editor-save'")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
             raise TaskError("'seed' must be an integer in [0, 2^31)")
-        prefix, name = task_id.split("/", 1)
+        name = task_id.split("/", 1)[1]
         with self.lock:
-            runtime = self._runtime(prefix)
+            runtime = self._runtime(task_id)
             if self.active is not None and self.active is not runtime:
                 self.active.close()  # one app family on screen at a time
             self.active, self.task_id = None, None

@@ -161,7 +161,9 @@ def test_an_unknown_task_family_is_an_error_that_lists_the_known_ones(tmp_path):
     ):
         load_tasks(path)
     # The box's server answers the same way (a 4xx, not a crash), before touching its display.
-    with pytest.raises(TaskError, match=r"unknown task family 'osworld'.*known: desktop, miniwob"):
+    with pytest.raises(
+        TaskError, match=r"unknown task family 'osworld' in 'osworld/calc-sum' \(known: desktop, miniwob\)"
+    ):
         Controller(display=None).reset({"task_id": "osworld/calc-sum", "seed": 0})  # type: ignore[arg-type]
 
 
