@@ -113,6 +113,10 @@ def test_shipped_task_files_are_valid_and_solvable():
     assert len({t.task_id for t in desktop}) >= 3
     assert {t.task_id for t in miniwob + desktop} <= oracle
     assert {t.split for t in miniwob} == {"train", "test"}
+    # make learn's rows: the same tasks on a screen that fits them, train and test seeds apart
+    small = load_tasks(REPO / "tasks" / "miniwob-400x300.jsonl")
+    assert {t.task_id for t in small} <= oracle and {t.split for t in small} == {"train", "test"}
+    assert {t.sandbox_spec().screen for t in small} == {(400, 300)}
 
 
 def test_oracles_stay_on_the_host():
