@@ -6,17 +6,33 @@
 # Cached: the base is keyed by its recipe, the image by the hash of everything that goes into it
 # (Dockerfile, requirements/sandbox.txt, the server code, the base, this script); an unchanged input set is
 # a no-op in about a second. The image is tagged cua-sandbox:<hash> and cua-sandbox:latest.
+# A flavour adds applications in a layer of its own over the same desktop: `office` (LibreOffice Calc,
+# Writer and Impress) is cua-sandbox-office, built only for the tasks that name it (`office/...` rows).
 #
-#   scripts/build_sandbox_image.sh [--force]
+#   scripts/build_sandbox_image.sh [--force] [--flavor desktop|office]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-IMAGE="${CUA_SANDBOX_IMAGE:-cua-sandbox}"
+force=0; flavor=desktop
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) force=1 ;;
+    --flavor) flavor="${2:-}"; shift ;;
+    *) die "unknown argument '$1' (expected --force, --flavor desktop|office)" ;;
+  esac
+  shift
+done
+# The one list of each flavour's applications (Debian packages).
+case "$flavor" in
+  desktop) IMAGE="${CUA_SANDBOX_IMAGE:-cua-sandbox}"; APPS="" ;;
+  office) IMAGE="${CUA_OFFICE_IMAGE:-cua-sandbox-office}"
+          APPS="libreoffice-calc libreoffice-writer libreoffice-impress fonts-liberation2 wmctrl" ;;
+  *) die "--flavor $flavor: expected desktop or office" ;;
+esac
 ENGINE="${CUA_CONTAINER_ENGINE:-podman}"
 MIRROR="${CUA_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 BASE_RECIPE="mmdebstrap --variant=apt --include=ca-certificates bookworm $MIRROR (recipe 1)"
 CACHE="$CUA_HOME/sandbox"
-force=0; [ "${1:-}" = "--force" ] && force=1
 
 case "$ENGINE" in
   podman)
@@ -66,7 +82,7 @@ fi
 # 3. The image, keyed by the hash of its inputs.
 server_files=$(cd "$REPO_ROOT" && find sandbox/__init__.py sandbox/server -name '*.py' -type f | LC_ALL=C sort)
 key=$( { cat "$REPO_ROOT/sandbox/image/Dockerfile" "$req" "${BASH_SOURCE[0]}";
-         echo "$base_key"; for f in $server_files; do echo "$f"; cat "$REPO_ROOT/$f"; done; } \
+         echo "$base_key $APPS"; for f in $server_files; do echo "$f"; cat "$REPO_ROOT/$f"; done; } \
        | sha256sum | cut -c1-12)
 if [ "$force" -eq 0 ] && image_exists "$IMAGE:$key"; then
   "$ENGINE" tag "$IMAGE:$key" "$IMAGE:latest"
@@ -82,10 +98,10 @@ cp "$REPO_ROOT/sandbox/image/Dockerfile" "$ctx/"
 mkdir -p "$ctx/wheels" "$ctx/sandbox"
 cp "$wheels"/*.whl "$ctx/wheels/"
 (cd "$REPO_ROOT" && for f in $server_files; do mkdir -p "$ctx/$(dirname "$f")"; cp "$f" "$ctx/$f"; done)
-log "image: building $IMAGE:$key (first time: apt installs chromium etc., a few minutes; then cached layers)"
+log "image: building $IMAGE:$key (first time: apt installs chromium ${APPS:+and $APPS }etc., a few minutes; then cached layers)"
 start=$SECONDS
 build_opts=(); [ "$ENGINE" = podman ] && build_opts=(--layers)  # Docker caches layers anyway
-"$ENGINE" build "${build_opts[@]}" --build-arg "BASE=$base_image" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
+"$ENGINE" build "${build_opts[@]}" --build-arg "BASE=$base_image" --build-arg "APPS=$APPS" -t "$IMAGE:$key" -t "$IMAGE:latest" "$ctx" >&2
 log "image: $IMAGE:$key built in $((SECONDS - start)) s ($("$ENGINE" image inspect "$IMAGE:$key" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
 # Older builds: drop their tags (shared layers stay as build cache; an image in use is kept).
 repo="$IMAGE"; [ "$ENGINE" = podman ] && repo="localhost/$IMAGE"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
-#   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [repo_image] [venv]   (none: all)
+#   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [office_image] [repo_image] [venv]
+#   (none: all but office_image)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
 # podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers);
 #           subordinate ids of the user "containers" in /etc/subuid, /etc/subgid (repository boxes' userns);
@@ -8,6 +9,8 @@
 # service:  the podman Docker-API service on $CUA_PODMAN_SOCKET (default /run/cua/podman.sock)
 # network:  podman can give a container a network (the image build needs one); names what is missing
 # image:    the sandbox image (scripts/build_sandbox_image.sh; cached by input hash)
+# office_image: the office flavour, with LibreOffice (office/... task rows; not in the default steps: the
+#           test suite and a run or evaluation of such rows ask for it)
 # repo_image: the sample repository tasks' image (scripts/build_repo_samples_image.sh; cached likewise)
 # venv:     the host venv of the in-box server for the local backend ($CUA_HOME/envs/sandbox-<hash>)
 set -euo pipefail
@@ -82,6 +85,8 @@ step_network() {
 
 step_image() { bash "$REPO_ROOT/scripts/build_sandbox_image.sh"; }
 
+step_office_image() { bash "$REPO_ROOT/scripts/build_sandbox_image.sh" --flavor office; }
+
 step_repo_image() { bash "$REPO_ROOT/scripts/build_repo_samples_image.sh"; }
 
 step_venv() {
@@ -105,8 +110,8 @@ steps=("$@")
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
-    packages|podman|service|network|image|repo_image|venv) "step_$step" ;;
-    *) die "unknown step '$step' (expected: packages podman service network image repo_image venv)" ;;
+    packages|podman|service|network|image|office_image|repo_image|venv) "step_$step" ;;
+    *) die "unknown step '$step' (expected: packages podman service network image office_image repo_image venv)" ;;
   esac
 done
 log "sandbox setup done in $((SECONDS - start)) s"

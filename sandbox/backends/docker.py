@@ -148,7 +148,15 @@ class DockerBackend(Backend):
         """Where a desktop box writes: /tmp, /var/tmp and its user's home (the image's HOME; /root when the
         image sets none), nothing else."""
         if image not in self._homes:
-            env = self.docker.api.inspect_image(image)["Config"].get("Env") or []
+            import docker.errors
+
+            try:
+                env = self.docker.api.inspect_image(image)["Config"].get("Env") or []
+            except docker.errors.ImageNotFound:
+                raise SandboxStartError(
+                    f"image {image!r} is not built on {self.docker_host}: scripts/setup_sandbox.sh builds the "
+                    "project's images (`image`; `office_image` for office/... rows)"
+                ) from None
             self._homes[image] = dict(e.split("=", 1) for e in env if "=" in e).get("HOME", "/root")
         return sorted({"/tmp", "/var/tmp", self._homes[image]})
 
