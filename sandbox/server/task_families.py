@@ -46,6 +46,13 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
             reusable=False,
             summary="desktop applications on the box's X display (an editor, a terminal)",
         ),
+        TaskFamily(
+            "office",
+            runtime="sandbox.server.runtimes.office:OfficeRuntime",
+            oracles="sandbox.oracles.office",
+            reusable=False,  # LibreOffice runs macros and shell commands
+            summary="LibreOffice Calc, Writer and Impress, scored as OSWorld tasks (image cua-sandbox-office)",
+        ),
     )
 }
 

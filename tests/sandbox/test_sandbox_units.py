@@ -117,6 +117,10 @@ def test_shipped_task_files_are_valid_and_solvable():
     small = load_tasks(REPO / "tasks" / "miniwob-400x300.jsonl")
     assert {t.task_id for t in small} <= oracle and {t.split for t in small} == {"train", "test"}
     assert {t.sandbox_spec().screen for t in small} == {(400, 300)}
+    # the office suite: its own image, train and test seeds apart, an oracle for every task
+    office = load_tasks(REPO / "tasks" / "office.jsonl")
+    assert {t.task_id for t in office} <= oracle and {t.split for t in office} == {"train", "test"}
+    assert {t.sandbox_spec().image for t in office} == {"cua-sandbox-office:latest"}
 
 
 def test_oracles_stay_on_the_host():
@@ -155,18 +159,21 @@ def test_an_unknown_task_family_is_an_error_that_lists_the_known_ones(tmp_path):
     from sandbox.server.runtimes.base import TaskError
     from sandbox.server.task_families import UnknownTaskFamily, family_of
 
-    with pytest.raises(UnknownTaskFamily, match=r"'osworld' in 'osworld/x' \(known: desktop, miniwob\)"):
+    with pytest.raises(
+        UnknownTaskFamily, match=r"'osworld' in 'osworld/x' \(known: desktop, miniwob, office\)"
+    ):
         family_of("osworld/x")
     # The task file names the field and the known families.
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps({**GOOD, "task_id": "osworld/calc-sum"}) + "\n")
     with pytest.raises(
-        TaskSpecError, match=r"tasks.jsonl:1: field 'task_id': .*known family \(desktop, miniwob\)"
+        TaskSpecError, match=r"tasks.jsonl:1: field 'task_id': .*known family \(desktop, miniwob, office\)"
     ):
         load_tasks(path)
     # The box's server answers the same way (a 4xx, not a crash), before touching its display.
     with pytest.raises(
-        TaskError, match=r"unknown task family 'osworld' in 'osworld/calc-sum' \(known: desktop, miniwob\)"
+        TaskError,
+        match=r"unknown task family 'osworld' in 'osworld/calc-sum' \(known: desktop, miniwob, office\)",
     ):
         Controller(display=None).reset({"task_id": "osworld/calc-sum", "seed": 0})  # type: ignore[arg-type]
 

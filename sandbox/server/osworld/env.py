@@ -1,0 +1,84 @@
+"""What a task's steps and getters act on: the box's display and home, and the files the host provides."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.server.display import Display
+
+OSWORLD_HOME = "/home/user"  # the VM user's home in OSWorld's task files
+SHIM = Path(__file__).parent / "shim"  # pyautogui on xdotool
+
+
+class TaskSetupError(RuntimeError):
+    """A set-up step failed (OSWorld aborts the task): the task cannot be played."""
+
+
+class MissingAsset(FileNotFoundError):
+    """A URL of the task whose file the host did not provide."""
+
+
+@dataclass
+class TaskEnv:
+    display: Display
+    home: Path
+    # URL -> the local file that stands for it; raises MissingAsset.
+    assets: Callable[[str], Path]
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def path(self, p: str) -> Path:
+        """A task path in the box: OSWorld's /home/user is this box's home."""
+        return Path(self.map(p))
+
+    def map(self, text: str) -> str:
+        return text.replace(OSWORLD_HOME, str(self.home))
+
+    def placeholders(self, text: str) -> str:
+        w, h = self.display.width, self.display.height
+        for k, v in {
+            "{SCREEN_WIDTH_HALF}": w // 2,
+            "{SCREEN_HEIGHT_HALF}": h // 2,
+            "{SCREEN_WIDTH}": w,
+            "{SCREEN_HEIGHT}": h,
+            "{CLIENT_PASSWORD}": "",  # the box user has no password and no sudo
+        }.items():
+            text = text.replace(k, str(v))
+        return self.map(text)
+
+    def proc_env(self) -> dict[str, str]:
+        """Environment of the programs a task runs: the display, the home, python with the pyautogui shim."""
+        env = {**os.environ, **self.display.env(), "HOME": str(self.home)}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIM), env.get("PYTHONPATH", "")) if p)
+        env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
+        return env
+
+    def argv(self, command: str | list[str], shell: bool) -> list[str]:
+        """A task's command as argv: `python` is the box's interpreter (it has the shim)."""
+        if isinstance(command, str):
+            command = self.placeholders(command)
+            if shell:
+                return ["bash", "-c", command]
+            command = shlex.split(command)
+        else:
+            command = [self.placeholders(str(c)) for c in command]
+            if shell:
+                return ["bash", "-c", " ".join(command)]
+        if command and command[0] in ("python", "python3"):
+            command = [sys.executable, *command[1:]]
+        return command
+
+    def kill_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.procs.clear()

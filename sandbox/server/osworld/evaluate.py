@@ -1,0 +1,57 @@
+"""Scoring a task as OSWorld's DesktopEnv.evaluate does: `postconfig` steps, then each metric on its getters'
+values, combined under `conj` ("and": any 0 is 0, else the mean; "or": any 1 is 1, else the maximum).
+A getter's FileNotFoundError scores that metric 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandbox.server.osworld.env import TaskEnv
+from sandbox.server.osworld.getters import GETTERS
+from sandbox.server.osworld.metrics import metric
+from sandbox.server.osworld.steps import run_steps
+
+
+def as_list(v: Any, n: int) -> list[Any]:
+    """OSWorld's single-or-list fields, as a list of `n`."""
+    if isinstance(v, list):
+        return v
+    return [v] * n
+
+
+def setup(env: TaskEnv, task: dict[str, Any]) -> None:
+    run_steps(env, task.get("config") or [], "config")
+
+
+def evaluate(env: TaskEnv, task: dict[str, Any]) -> dict[str, Any]:
+    """{'score': float, 'metrics': [{'func', 'score'}...]}."""
+    ev = task["evaluator"]
+    run_steps(env, ev.get("postconfig") or [], "evaluator.postconfig")
+    funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
+    n = len(funcs)
+    results = as_list(ev.get("result"), n)
+    expecteds = as_list(ev.get("expected"), n)
+    options = [o or {} for o in as_list(ev.get("options"), n)]
+    conj = ev.get("conj", "and")
+    scores: list[dict[str, Any]] = []
+    for func, res_spec, exp_spec, opts in zip(funcs, results, expecteds, options, strict=False):
+        try:
+            result = GETTERS[res_spec["type"]](env, res_spec)
+            if exp_spec:
+                expected = GETTERS[exp_spec["type"]](env, exp_spec)
+                score = float(metric(func)(result, expected, **opts))
+            else:
+                score = float(metric(func)(result, **opts))
+        except FileNotFoundError:
+            score = 0.0
+        scores.append({"func": func, "score": score})
+        if conj == "and" and score == 0.0:
+            break
+        if conj == "or" and score == 1.0:
+            break
+    values = [s["score"] for s in scores]
+    if conj == "or":
+        total = 1.0 if 1.0 in values else max(values)
+    else:
+        total = 0.0 if 0.0 in values else sum(values) / len(values)
+    return {"score": total, "metrics": scores}

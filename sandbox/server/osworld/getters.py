@@ -1,0 +1,80 @@
+"""OSWorld's getters (`evaluator.result`, `evaluator.expected`), by OSWorld's names: `fn(env, spec)`.
+
+In the box a VM file needs no copy: `vm_file` returns its path (None when absent, as OSWorld's). Files
+behind URLs (`cloud_file`) are the host's local copies (TaskEnv.assets).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.server.osworld.env import MissingAsset, TaskEnv
+from sandbox.server.osworld.steps import execute
+
+
+def _multi(spec: dict[str, Any], one: Callable[[str], Any]) -> Any:
+    if not spec.get("multi"):
+        return one(spec["path"])
+    paths = [one(p) for p in spec["path"]]
+    gives = spec.get("gives", [0])
+    return paths[gives[0]] if len(gives) == 1 else [paths[i] for i in gives]
+
+
+def vm_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
+    def one(p: str) -> str | None:
+        path = env.path(p)
+        return str(path) if path.is_file() else None
+
+    return _multi(spec, one)
+
+
+def cloud_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
+    def one(url: str) -> str | None:
+        try:
+            return str(env.assets(url))
+        except MissingAsset:
+            return None
+
+    return _multi(spec, one)
+
+
+def rule(env: TaskEnv, spec: dict[str, Any]) -> Any:
+    return spec["rules"]
+
+
+def vm_command_line(env: TaskEnv, spec: dict[str, Any]) -> str:
+    return execute(env, spec["command"], shell=spec.get("shell", False))["output"]
+
+
+def vm_command_error(env: TaskEnv, spec: dict[str, Any]) -> str:
+    return execute(env, spec["command"], shell=spec.get("shell", False))["error"]
+
+
+def list_directory(env: TaskEnv, spec: dict[str, Any]) -> dict[str, Any]:
+    def tree(path: str) -> dict[str, Any]:
+        node: dict[str, Any] = {"name": os.path.basename(path), "type": "directory", "children": []}
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                node["children"].append(tree(entry.path))
+            else:
+                node["children"].append({"name": entry.name, "type": "file"})
+        return node
+
+    return tree(str(env.path(spec["path"])))
+
+
+def vm_screen_size(env: TaskEnv, spec: dict[str, Any]) -> dict[str, int]:
+    return {"width": env.display.width, "height": env.display.height}
+
+
+GETTERS: dict[str, Callable[[TaskEnv, dict[str, Any]], Any]] = {
+    "vm_file": vm_file,
+    "cloud_file": cloud_file,
+    "rule": rule,
+    "vm_command_line": vm_command_line,
+    "vm_command_error": vm_command_error,
+    "list_directory": list_directory,
+    "vm_screen_size": vm_screen_size,
+}

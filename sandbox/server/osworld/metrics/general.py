@@ -1,0 +1,114 @@
+"""OSWorld's generic metrics (names and calling conventions as OSWorld's): strings, lists, text files."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+
+def exact_match(result: Any, rules: dict[str, Any]) -> float:
+    return float(result == rules["expected"])
+
+
+def match_in_list(result: Any, rules: dict[str, Any]) -> float:
+    return float(result in rules["expected"])
+
+
+def is_in_list(result: Any, rules: dict[str, Any]) -> float:
+    return float(result is not None and rules["expected"] in result)
+
+
+def literal_match(result: Any, expected: Any, type: str = "str", ignore_case: bool = False) -> float:
+    def norm(v: Any) -> str:
+        return str(v).lower() if ignore_case else str(v)
+
+    if type == "str":
+        return float(norm(result) == norm(expected))
+    if type == "list":
+        ok = (
+            isinstance(result, list | tuple)
+            and isinstance(expected, list | tuple)
+            and len(result) == len(expected)
+        )
+        return float(ok and [norm(r) for r in result] == [norm(e) for e in expected])
+    raise ValueError(f"literal_match: type {type!r} (expected 'str' or 'list')")
+
+
+def check_include_exclude(result: str | None, rules: dict[str, list[str]]) -> float:
+    if result is None:
+        return 0.0
+    ok = all(s in result for s in rules.get("include", [])) and not any(
+        s in result for s in rules.get("exclude", [])
+    )
+    return float(ok)
+
+
+def check_direct_json_object(result: Any, rules: dict[str, Any]) -> float:
+    if isinstance(result, str):
+        try:
+            result = json.loads(result.strip().replace("'", '"'))
+        except json.JSONDecodeError:
+            return 0.0
+    if not isinstance(result, dict):
+        return 0.0
+    expected = rules["expected"]
+    if rules.get("expect_in_result"):
+        return float(all(k in result and str(v) in str(result[k]) for k, v in expected.items()))
+    return float(all(result.get(k) == v for k, v in expected.items()))
+
+
+def _lines(path: str) -> list[str]:
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def compare_text_file(
+    result: str | None, expected: str | None, ignore_blanks: bool = False, ignore_case: bool = False
+) -> float:
+    if not result or not expected:
+        return 0.0
+    a, b = (Path(p).read_text(errors="replace") for p in (result, expected))
+    if ignore_blanks:
+        a, b = re.sub(r"[\t\n ]+", "", a), re.sub(r"[\t\n ]+", "", b)
+    if ignore_case:
+        a, b = a.lower(), b.lower()
+    return float(a == b)
+
+
+def compare_csv(
+    result: str | None, expected: str | list[str] | None, strict: bool = True, ignore_case: bool = False
+) -> float:
+    if not result or not expected:
+        return 0.0
+    got = _lines(result)
+    for gold in [expected] if isinstance(expected, str) else expected:
+        want = _lines(gold)
+        if not strict:
+            got_s, want_s = [g.strip() for g in got], [w.strip() for w in want]
+        else:
+            got_s, want_s = got, want
+        if ignore_case:
+            got_s, want_s = [g.lower() for g in got_s], [w.lower() for w in want_s]
+        if got_s == want_s:
+            return 1.0
+    return 0.0
+
+
+def diff_text_file(result: str | None, expected: str) -> float:
+    if result is None:
+        return 0.0
+    return difflib.SequenceMatcher(a=_lines(result), b=_lines(expected)).ratio()
+
+
+def check_list(result: str | None, rules: dict[str, list[str]]) -> float:
+    if result is None:
+        return 0.0
+    lines = _lines(result)
+    expect = [re.compile(p) for p in rules.get("expect", [])]
+    unexpect = [re.compile(p) for p in rules.get("unexpect", [])]
+    found = all(any(p.search(line) for line in lines) for p in expect)
+    clean = not any(p.search(line) for p in unexpect for line in lines)
+    return float(found and clean)

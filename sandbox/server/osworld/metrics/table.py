@@ -1,0 +1,100 @@
+"""Spreadsheets: OSWorld's `compare_table` (rules `sheet_name`, `sheet_data`, `check_cell` on values), read
+with openpyxl from the saved file. Values are the ones the application stored with the file (a formula's
+cached result), as OSWorld's pandas reading gives."""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any
+
+RULES = frozenset({"sheet_name", "sheet_data", "check_cell"})
+CELL_PROPS = frozenset({"value"})
+METHODS = ("eq", "ne", "lt", "le", "gt", "ge", "approx:", "re", "str_list_eq", "str_set_eq")
+
+
+def _load(path: str | None) -> Any:
+    import openpyxl
+
+    if not path:
+        return None
+    try:
+        return openpyxl.load_workbook(path, data_only=True)
+    except Exception:
+        return None  # not a workbook (or none saved): the attempt failed
+
+
+def _sheet(idx: int | str, result: Any, expected: Any) -> Any:
+    """OSWorld's sheet index: 0 (result's first), "RI0"/"EI0" (result/expected by position),
+    "RNname"/"ENname" (by name). None when absent."""
+    if isinstance(idx, int):
+        book, key = result, idx
+    else:
+        book = result if idx[0] == "R" else expected
+        key = int(idx[2:]) if idx[1] == "I" else idx[2:]
+    if book is None:
+        return None
+    names = book.sheetnames
+    if isinstance(key, int):
+        return book[names[key]] if 0 <= key < len(names) else None
+    return book[key] if key in names else None
+
+
+def _rows(ws: Any, precision: int) -> list[tuple[Any, ...]]:
+    rows = []
+    for row in ws.iter_rows(values_only=True):
+        rows.append(tuple(round(v, precision) if isinstance(v, float) else v for v in row))
+    while rows and all(v is None for v in rows[-1]):  # the used range may end in empty rows
+        rows.pop()
+    width = max((max((i + 1 for i, v in enumerate(r) if v is not None), default=0) for r in rows), default=0)
+    return [tuple(r[:width]) + (None,) * (width - len(r[:width])) for r in rows]
+
+
+def match_value(value: Any, rule: dict[str, Any]) -> bool:
+    method, ref = rule["method"], rule.get("ref")
+    if method.startswith("re"):
+        flags = 0
+        for flag in method.split(".")[1:]:
+            flags |= getattr(re, flag)
+        return isinstance(value, str) and re.search(ref, value, flags) is not None
+    if method in ("eq", "ne", "lt", "le", "gt", "ge"):
+        try:
+            return bool(getattr(operator, method)(value, ref))
+        except TypeError:
+            return False
+    if method.startswith("approx:"):
+        try:
+            return abs(float(value) - ref) <= float(method.split(":")[1])
+        except (TypeError, ValueError):
+            return False
+    if method in ("str_list_eq", "str_set_eq"):
+        kind = list if method == "str_list_eq" else set
+        return isinstance(value, str) and kind(value.strip("\"'").split(",")) == kind(ref)
+    raise ValueError(f"check_cell: method {method!r} is not supported")
+
+
+def compare_table(result: str | None, expected: str | None = None, rules: list[dict[str, Any]] = ()) -> float:
+    book_r = _load(result)
+    if book_r is None:
+        return 0.0
+    book_e = _load(expected)
+    for r in rules:
+        kind = r["type"]
+        if kind == "sheet_name":
+            ok = book_e is not None and book_r.sheetnames == book_e.sheetnames
+        elif kind == "sheet_data":
+            a, b = _sheet(r["sheet_idx0"], book_r, book_e), _sheet(r["sheet_idx1"], book_r, book_e)
+            precision = r.get("precision", 4)
+            ok = a is not None and b is not None and _rows(a, precision) == _rows(b, precision)
+        elif kind == "check_cell":
+            ws = _sheet(r["sheet_idx"], book_r, book_e)
+            ok = ws is not None and all(
+                match_value(ws[r["coordinate"]].value, rule)
+                for prop, rule in r["props"].items()
+                if prop == "value"
+            )
+        else:
+            raise ValueError(f"compare_table: rule {kind!r} is not supported")
+        if not ok:
+            return 0.0
+    return 1.0

@@ -1,0 +1,137 @@
+"""What an OSWorld task needs that the boxes lack: steps, getters, metrics or their options, applications,
+the network. `lacks(task)` is empty for a task that runs; the host's loader (sandbox/osworld.py) refuses the
+others at load time with this list."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import PurePosixPath
+from typing import Any
+
+from sandbox.server.osworld.evaluate import as_list
+from sandbox.server.osworld.getters import GETTERS
+from sandbox.server.osworld.metrics import METRICS, metric
+from sandbox.server.osworld.shim import pyautogui_names
+from sandbox.server.osworld.steps import OPENERS, STEPS
+
+# Programs OSWorld's tasks run that the office image does not have (Debian lacks some: Chrome, VS Code).
+MISSING_PROGRAMS = (
+    "google-chrome",
+    "chromium",
+    "gimp",
+    "code",
+    "vlc",
+    "thunderbird",
+    "nautilus",
+    "gnome-terminal",
+    "gsettings",
+    "timedatectl",
+    "gio",
+    "socat",
+    "xsel",
+    "sudo",
+    "apt",
+    "pip",
+    "wget",
+    "curl",
+    "git",
+)
+_PROGRAM = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, MISSING_PROGRAMS)) + r")(?![\w-])")
+_PYAUTOGUI_CALL = re.compile(r"pyautogui\.(\w+)")
+
+
+def _command_lacks(command: Any) -> list[str]:
+    text = command if isinstance(command, str) else " ".join(map(str, command or []))
+    out = [f"application {m}" for m in sorted(set(_PROGRAM.findall(text)))]
+    out += [f"pyautogui.{f}" for f in sorted(set(_PYAUTOGUI_CALL.findall(text)) - pyautogui_names())]
+    return out
+
+
+def _step_lacks(step: dict[str, Any], has_asset: Callable[[str], bool]) -> list[str]:
+    kind, params = step.get("type"), step.get("parameters") or {}
+    if kind not in STEPS:
+        return [f"step {kind}"]
+    if kind == "download":
+        return [f"asset {f.get('url')}" for f in params.get("files", []) if not has_asset(f.get("url", ""))]
+    if kind == "open":
+        suffix = PurePosixPath(params.get("path", "")).suffix.lower().lstrip(".")
+        if suffix and suffix not in OPENERS:
+            return [f"an application for .{suffix} files"]
+        return _command_lacks(params.get("path", ""))
+    if kind in ("launch", "execute", "command"):
+        return _command_lacks(params.get("command"))
+    return []
+
+
+def _metric_lacks(func: str, opts: dict[str, Any]) -> list[str]:
+    if func not in METRICS:
+        return [f"metric {func}"]
+    fn = metric(func)
+    if func == "compare_table":
+        from sandbox.server.osworld.metrics import table
+
+        out = []
+        for r in opts.get("rules", []):
+            if r.get("type") not in table.RULES:
+                out.append(f"compare_table rule {r.get('type')}")
+            elif r["type"] == "check_cell":
+                out += [
+                    f"compare_table check_cell prop {p}"
+                    for p in r.get("props", {})
+                    if p not in table.CELL_PROPS
+                ]
+                out += [
+                    f"compare_table check_cell method {m['method']}"
+                    for m in r.get("props", {}).values()
+                    if not str(m.get("method", "")).startswith(table.METHODS)
+                ]
+        return out
+    if func == "compare_pptx_files":
+        from sandbox.server.osworld.metrics import slides
+
+        return [
+            f"compare_pptx_files option {k}"
+            for k, v in opts.items()
+            if not k.startswith("_") and k not in slides.OPTIONS and v  # a special check turned on
+        ]
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    return [f"{func} option {k}" for k in opts if k not in params]
+
+
+def lacks(task: dict[str, Any], has_asset: Callable[[str], bool] = lambda url: False) -> list[str]:
+    """What `task` needs that is missing here, each named once ([] when it runs)."""
+    out: list[str] = []
+    if task.get("proxy"):
+        out.append("the network (proxy: true)")
+    ev = task.get("evaluator") or {}
+    for step in [*(task.get("config") or []), *(ev.get("postconfig") or [])]:
+        out += _step_lacks(step, has_asset)
+    funcs = ev.get("func") if isinstance(ev.get("func"), list) else [ev.get("func")]
+    if funcs == ["infeasible"]:
+        out.append("metric infeasible (the agent's FAIL action)")
+        return list(dict.fromkeys(out))
+    n = len(funcs)
+    for key in ("result", "expected", "options"):
+        if isinstance(ev.get(key), list) and len(ev[key]) != n:
+            out.append(f"a valid evaluator ({key!r} has {len(ev[key])} entries for {n} metrics)")
+    if not ev.get("result"):
+        out.append("a valid evaluator (no 'result' getter)")
+    for func, opts in zip(funcs, as_list(ev.get("options"), n), strict=False):
+        out += _metric_lacks(str(func), opts or {})
+    for key in ("result", "expected"):
+        for spec in as_list(ev.get(key), n):
+            if not spec:
+                continue
+            kind = spec.get("type")
+            if kind not in GETTERS:
+                out.append(f"getter {kind}")
+            elif kind == "cloud_file":
+                urls = spec["path"] if isinstance(spec.get("path"), list) else [spec.get("path")]
+                out += [f"asset {u}" for u in urls if not has_asset(str(u))]
+            elif kind in ("vm_command_line", "vm_command_error"):
+                out += _command_lacks(spec.get("command"))
+    return list(dict.fromkeys(out))

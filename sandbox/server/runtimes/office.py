@@ -1,0 +1,126 @@
+"""Office tasks: our seeded suite (office_suite.py) in real LibreOffice Calc, Writer and Impress, run and
+scored through the OSWorld task format (sandbox/server/osworld): each task is generated from its seed as an
+OSWorld task, its files written, its `config` steps run; `evaluator` scores the saved file.
+
+The gold files that `evaluator.expected` names are written only when the episode is scored, in a folder
+the episode never saw, so an agent cannot copy one into place.
+
+Oracle state (`GET /task/oracle`, `OracleState` below) is read by sandbox/oracles/office.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, TypedDict
+
+from sandbox.server import office_suite
+from sandbox.server.display import Display
+from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
+from sandbox.server.osworld.evaluate import evaluate, setup
+from sandbox.server.osworld.steps import windows
+from sandbox.server.runtimes.base import Runtime, TaskError
+from sandbox.server.runtimes.desktop import task_home
+
+# LibreOffice's first start shows a tip dialog and a what's-new bar, and asks before saving in Microsoft
+# formats: a fresh profile that says no to all three (OSWorld's VM image has them dismissed the same way).
+PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema"
+ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="ooSetupLastVersion" oor:op="fuse"><value>99.0</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="FirstRun" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Common/Save/Document"><prop oor:name="WarnAlienFormat" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Recovery/AutoSave"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
+<item oor:path="/org.openoffice.Office.Recovery/RecoveryInfo"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
+</oor:items>
+"""
+
+
+class OracleState(TypedDict):
+    """The contract with sandbox/oracles/office.py: change both sides together."""
+
+    task: str  # "office/<name>"
+    path: str  # the file the task edits (absolute, in the box)
+    mtime: float | None  # its modification time (None: absent): a save changes it
+    solution: dict[str, Any]  # what the oracle needs, per task (office_suite.py)
+    windows: list[str]  # titles of the visible windows
+    screen: list[int]  # [width, height]
+
+
+class OfficeRuntime(Runtime):
+    prefix = "office"
+
+    def __init__(self, display: Display) -> None:
+        super().__init__(display)
+        self.env: TaskEnv | None = None
+        self.task: office_suite.Generated | None = None
+        self.name: str | None = None
+        self.gold_dir: Path | None = None
+
+    def tasks(self) -> list[str]:
+        return sorted(office_suite.TASKS)
+
+    def _asset(self, url: str) -> Path:
+        """Gold files, written on first use (at scoring time) outside the agent's home."""
+        assert self.task is not None
+        if url not in self.task.gold:
+            raise MissingAsset(url)
+        if self.gold_dir is None:
+            self.gold_dir = Path(tempfile.mkdtemp(prefix="gold-"))
+        path = self.gold_dir / url.rsplit("/", 1)[-1]
+        if not path.exists():
+            self.task.gold[url](path)
+        return path
+
+    def reset(self, name: str, seed: int) -> dict[str, Any]:
+        make = office_suite.TASKS.get(name)
+        if make is None:
+            raise TaskError(f"unknown office task {name!r}; known: {', '.join(self.tasks())}")
+        self.close()
+        home = task_home()
+        profile = home / ".config/libreoffice/4/user"
+        shutil.rmtree(home / ".config/libreoffice", ignore_errors=True)
+        profile.mkdir(parents=True)
+        (profile / "registrymodifications.xcu").write_text(PROFILE)
+        self.env = TaskEnv(self.display, home, self._asset)
+        self.task, self.name = make(seed), name
+        for rel, write in self.task.files.items():
+            path = self.env.path(rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(path)
+        try:
+            setup(self.env, self.task.osworld)
+        except TaskSetupError as e:
+            raise RuntimeError(f"office/{name}: {e}") from None
+        return {"instruction": self.task.osworld["instruction"]}
+
+    def evaluate(self, wait_s: float) -> dict[str, Any]:
+        if self.env is None or self.task is None:
+            raise TaskError("no task has been reset")
+        try:
+            out = evaluate(self.env, self.task.osworld)
+        except TaskSetupError as e:
+            raise RuntimeError(f"office/{self.name}: {e}") from None
+        return {"reward": out["score"], "done": out["score"] == 1.0, "info": {"metrics": out["metrics"]}}
+
+    def oracle(self) -> OracleState:
+        if self.env is None or self.task is None:
+            raise TaskError("no task has been reset")
+        path = self.env.path(self.task.path)
+        return {
+            "task": f"office/{self.name}",
+            "path": str(path),
+            "mtime": path.stat().st_mtime if path.exists() else None,
+            "solution": self.task.solution,
+            "windows": list(windows(self.env).values()),
+            "screen": [self.display.width, self.display.height],
+        }
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.kill_all()
+        if self.gold_dir is not None:
+            shutil.rmtree(self.gold_dir, ignore_errors=True)
+        self.env = self.task = self.name = self.gold_dir = None

@@ -1,0 +1,79 @@
+"""The office suite in real boxes (cua-sandbox-office: LibreOffice Calc, Writer, Impress): every task's
+oracle scores 1 and its plausible wrong attempt scores 0, from the file LibreOffice saved."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.oracles import Ctx, solve
+from sandbox.oracles.office import WRONG
+from sandbox.pool import SandboxPool
+from sandbox.tasks import load_tasks
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS = load_tasks(REPO / "tasks" / "office.jsonl")
+TASKS = list(dict.fromkeys(t.task_id for t in ROWS))
+
+
+@pytest.fixture(scope="session")
+def office_image(sandbox_setup: None) -> str:
+    """Built by setup on first use (a layer over the desktop image: LibreOffice), a no-op when present."""
+    subprocess.run(["bash", str(REPO / "scripts/setup_sandbox.sh"), "office_image"], check=True)
+    return ROWS[0].sandbox_spec().image
+
+
+@pytest.fixture(scope="session")
+async def office_pool(docker_backend, office_image: str) -> AsyncIterator[SandboxPool]:
+    pool = SandboxPool(docker_backend, ROWS[0].sandbox_spec(), max_size=2, warm=2, install_handlers=False)
+    await pool.start()
+    yield pool
+    await pool.close()
+
+
+async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> tuple[float, dict]:
+    async with pool.sandbox(timeout=120) as sb:
+        await sb.reset(task_id, seed)
+        if attempt == "oracle":
+            await solve(sb)
+        else:
+            ctx = Ctx(sb, await sb.oracle())
+            await WRONG[task_id.split("/", 1)[1]](ctx)
+        out = await sb.evaluate()
+        return out["reward"], out["info"]
+
+
+async def test_every_office_task_is_solved_by_its_oracle_and_not_by_a_wrong_attempt(office_pool):
+    assert len(TASKS) >= 7 and {t.split("-")[0] for t in TASKS} >= {
+        "office/calc",
+        "office/writer",
+        "office/impress",
+    }
+    assert set(WRONG) == {t.split("/", 1)[1] for t in TASKS}
+    sem = asyncio.Semaphore(office_pool.max_size)
+    results: dict[tuple[str, str], tuple[float, dict]] = {}
+
+    async def one(task_id: str, attempt: str) -> None:
+        async with sem:
+            results[task_id, attempt] = await _play(office_pool, task_id, 100003, attempt)
+
+    await asyncio.gather(*(one(t, a) for t in TASKS for a in ("oracle", "wrong")))
+    unsolved = {t: r for (t, a), r in results.items() if a == "oracle" and r[0] != 1.0}
+    fooled = {t: r for (t, a), r in results.items() if a == "wrong" and r[0] != 0.0}
+    assert not unsolved, f"oracle below 1: {unsolved}"
+    assert not fooled, f"a wrong attempt scored: {fooled}"
+
+
+async def test_an_office_box_serves_one_episode(office_pool):
+    """LibreOffice runs macros and shell commands: a box that served an office episode is not reused."""
+    async with office_pool.sandbox(timeout=120) as sb:
+        await sb.reset(TASKS[0], 1)
+        first = sb.id
+    async with office_pool.sandbox(timeout=120) as sb:
+        assert sb.id != first
