@@ -102,7 +102,9 @@ class FixedLatencySandbox:
     def __init__(self, latency_s: float, png: bytes):
         self.latency_s, self.png = latency_s, png
 
-    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
+    async def reset(
+        self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         await asyncio.sleep(self.latency_s)
         return {"instruction": "Click the blue button."}
 

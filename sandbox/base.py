@@ -180,11 +180,14 @@ class Sandbox:
         """One agent turn on the hot path: the action, then the screenshot, in one round trip."""
         return await self.client.step(action, max_width, max_height)
 
-    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
+    async def reset(
+        self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """`source`: the task itself, for families whose rows carry it (an OSWorld file: sandbox/osworld.py)."""
         family = family_of(task_id)  # an unknown family: an error before the box is touched
         self.episodes += 1
         self.reusable &= family.reusable
-        return await self.client.reset(task_id, seed)
+        return await self.client.reset(task_id, seed, source)
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
         return await self.client.evaluate(wait_s)

@@ -41,7 +41,9 @@ class ControlClient(Protocol):
     async def step(
         self, action: dict[str, Any], max_width: int | None = None, max_height: int | None = None
     ) -> tuple[dict[str, Any], bytes]: ...
-    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]: ...
+    async def reset(
+        self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]: ...
     async def oracle(self) -> dict[str, Any]: ...
     async def aclose(self) -> None: ...
@@ -158,10 +160,11 @@ class SandboxClient:
         resp = await self._request("POST", "/step", json=body)
         return json.loads(resp.headers.get("X-Action-Result", "{}")), resp.content
 
-    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
-        return (
-            await self._request("POST", "/task/reset", json={"task_id": task_id, "seed": seed}, timeout=90.0)
-        ).json()
+    async def reset(
+        self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        body = {"task_id": task_id, "seed": seed, **({"osworld": source} if source is not None else {})}
+        return (await self._request("POST", "/task/reset", json=body, timeout=90.0)).json()
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
         return (await self._request("POST", "/task/evaluate", json={"wait_s": wait_s})).json()

@@ -1,18 +1,26 @@
-"""OSWorld-format task files on the host: which of a folder's tasks the boxes can run, and what the others lack.
+"""OSWorld-format task files on the host: which of a folder's tasks the boxes can run, what the others lack,
+and task rows that play the runnable ones.
 
     python -m sandbox.osworld check EXAMPLES_DIR [--assets DIR | --assume-assets] [--json OUT]
+    python -m sandbox.osworld rows EXAMPLES_DIR --assets DIR --out tasks/osworld.jsonl [--split test]
 
 A task file is OSWorld's JSON (`id`, `instruction`, `config`, `evaluator`; sandbox/server/osworld). Nothing is
 downloaded: a task's URLs map to files under the assets folder, laid out as `<assets>/<host>/<path>` (what
 `wget -x URL` writes), and a URL without its file makes the task refused. Files that are not tasks (OSWorld's
 index files such as test_all.json) are skipped. The report gives, per file, whether it runs and what it
 lacks, and per folder (OSWorld's domains) how many run.
+
+A row plays one file: `{"task_id": "osworld/<id>", "osworld": {"file": F, "assets": A}, ...}` with F and A
+relative to the row's task file; sandbox/tasks.py refuses a row whose task lacks something, and the
+episode sends the task with its files at reset (`reset_source`).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import os
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -75,12 +83,7 @@ def check_folder(root: Path, assets: Path | None = None, assume_assets: bool = F
     unreadable file is listed as lacking a valid file."""
 
     def has_asset(url: str) -> bool:
-        if assume_assets:
-            return True
-        try:
-            return assets is not None and asset_path(assets, url).is_file()
-        except OSWorldTaskError:
-            return False
+        return assume_assets or (assets is not None and _has(assets, url))
 
     out = []
     for path in sorted(root.rglob("*.json")):
@@ -94,6 +97,53 @@ def check_folder(root: Path, assets: Path | None = None, assume_assets: bool = F
         if task is not None:
             out.append(TaskCheck(str(rel), str(task["id"]), domain, lacks(task, has_asset)))
     return out
+
+
+def task_urls(task: dict[str, Any]) -> list[str]:
+    """Every URL whose file the task needs: its downloads and its cloud files."""
+    ev = task.get("evaluator") or {}
+    urls = [
+        f.get("url", "")
+        for step in [*(task.get("config") or []), *(ev.get("postconfig") or [])]
+        if step.get("type") == "download"
+        for f in (step.get("parameters") or {}).get("files", [])
+    ]
+    for key in ("result", "expected"):
+        specs = ev.get(key) if isinstance(ev.get(key), list) else [ev.get(key)]
+        for spec in specs:
+            if spec and spec.get("type") == "cloud_file":
+                urls += spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
+    return list(dict.fromkeys(urls))
+
+
+def check_file(file: Path, assets: Path | None) -> dict[str, Any]:
+    """The task in `file`, if the boxes can run it with the files under `assets`; else OSWorldTaskError
+    naming what it lacks."""
+    task = read_task(file)
+    if task is None:
+        raise OSWorldTaskError(f"{file}: not an OSWorld task (no {', '.join(TASK_KEYS)})")
+    missing = lacks(task, lambda url: assets is not None and _has(assets, url))
+    if missing:
+        raise OSWorldTaskError(f"{file}: the boxes lack {'; '.join(missing)}")
+    return task
+
+
+def _has(assets: Path, url: str) -> bool:
+    try:
+        return asset_path(assets, url).is_file()
+    except OSWorldTaskError:
+        return False
+
+
+def reset_source(row: dict[str, Any]) -> dict[str, Any]:
+    """What a reset of an osworld row sends: the task and its files ({url: base64})."""
+    file, assets = Path(row["file"]), Path(row["assets"]) if row.get("assets") else None
+    task = check_file(file, assets)
+    files = {}
+    for url in task_urls(task):
+        assert assets is not None  # check_file: every URL has its file
+        files[url] = base64.b64encode(asset_path(assets, url).read_bytes()).decode()
+    return {"task": task, "assets": files}
 
 
 def summary(checks: list[TaskCheck]) -> str:
@@ -113,19 +163,57 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--assets", type=Path, help="local copies of the tasks' URLs: <assets>/<host>/<path>")
     check.add_argument("--assume-assets", action="store_true", help="count as if every URL's file were there")
     check.add_argument("--json", type=Path, help="write the per-file report here")
+    rows = sub.add_parser("rows", help="task rows (JSON lines) that play the folder's runnable tasks")
+    rows.add_argument("folder", type=Path)
+    rows.add_argument("--assets", type=Path, required=True)
+    rows.add_argument("--out", type=Path, required=True)
+    rows.add_argument("--split", default="test", choices=("train", "val", "test"))
+    rows.add_argument("--max-turns", type=int, default=15)
     args = ap.parse_args(argv)
     if not args.folder.is_dir():
         ap.error(f"{args.folder}: not a folder")
-    checks = check_folder(args.folder, args.assets, args.assume_assets)
+    checks = check_folder(args.folder, args.assets, getattr(args, "assume_assets", False))
     for c in checks:
         print(
             f"{'runs   ' if c.runs else 'refused'} {c.file}"
             + ("" if c.runs else f": lacks {'; '.join(c.lacks)}")
         )
     print(summary(checks))
-    if args.json:
+    if args.cmd == "check" and args.json:
         args.json.write_text(json.dumps([{**asdict(c), "runs": c.runs} for c in checks], indent=1))
+    if args.cmd == "rows":
+        here = args.out.resolve().parent
+        runnable = [c for c in checks if c.runs]
+        with args.out.open("w") as f:
+            for c in runnable:
+                f.write(
+                    json.dumps(row(args.folder / c.file, args.assets, here, args.split, args.max_turns))
+                    + "\n"
+                )
+        print(f"wrote {len(runnable)} rows to {args.out}")
     return 0
+
+
+def row(file: Path, assets: Path, here: Path, split: str, max_turns: int) -> dict[str, Any]:
+    """A task row for `file`, its paths relative to the row file's folder `here`."""
+    task = read_task(file)
+    assert task is not None
+    return {
+        "task_id": f"osworld/{task['id']}",
+        "instruction": None,
+        "osworld": {
+            "file": os.path.relpath(file.resolve(), here),
+            "assets": os.path.relpath(assets.resolve(), here),
+        },
+        "sandbox": {
+            "image": "cua-sandbox-office:latest",
+            "resources": {"memory_mb": 2048, "screen": "1280x800"},
+        },
+        "max_turns": max_turns,
+        "seeds": [0, 1],
+        "split": split,
+        "tags": ["osworld", file.parent.name],
+    }
 
 
 if __name__ == "__main__":

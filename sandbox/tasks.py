@@ -7,6 +7,10 @@
 `instruction` null means the box writes it at reset (MiniWoB utterances depend on the seed); a string
 overrides it. `seeds` is a half-open range [lo, hi). Errors name the file, line and field.
 
+`osworld` (rows of the osworld family only) names an OSWorld task file and the folder of its URLs' files,
+relative to the task file: {"file": "examples/libreoffice_calc/<id>.json", "assets": "assets"}
+(sandbox/osworld.py). A file whose task the boxes cannot run is refused here, naming what it lacks.
+
 `sandbox` is what this task's box needs, over the run's defaults (`TaskSpec.sandbox_spec`): `backend` (where
 it runs: one of sandbox.backends.BACKENDS; absent: the run's `sandbox.backend`), `image` (absent: the run's
 image) and `resources` (absent ones: the run's); a row without `sandbox` takes the run's box.
@@ -24,10 +28,11 @@ from typing import Any
 
 from sandbox.backends import BACKENDS
 from sandbox.base import SandboxSpec
+from sandbox.osworld import OSWorldTaskError, check_file
 from sandbox.server.task_families import TASK_FAMILIES, TASK_ID
 
 SPLITS = ("train", "val", "test")
-TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags"}
+TOP_FIELDS = {"task_id", "instruction", "sandbox", "max_turns", "seeds", "split", "tags", "osworld"}
 SANDBOX_FIELDS = {"backend", "image", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "screen"}
 
@@ -46,6 +51,8 @@ class TaskSpec:
     split: str
     instruction: str | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # osworld rows: {"file": absolute path, "assets": absolute path}; what the box gets at reset
+    osworld: dict[str, str] | None = field(default=None, hash=False)
 
     def seed_list(self) -> range:
         return range(*self.seeds)
@@ -63,6 +70,7 @@ class TaskSpec:
             "seeds": list(self.seeds),
             "split": self.split,
             "tags": list(self.tags),
+            **({"osworld": dict(self.osworld)} if self.osworld else {}),
         }
 
 
@@ -75,7 +83,40 @@ def _pos_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
+def _osworld(obj: dict[str, Any], tid: str, where: str, base: Path | None) -> dict[str, str] | None:
+    """The row's OSWorld file and assets, absolute, once the boxes are known to run the task."""
+    in_row = TASK_FAMILIES[tid.split("/", 1)[0]].task_in_row
+    _check(
+        ("osworld" in obj) == in_row,
+        where,
+        "osworld",
+        "is required for osworld/... rows" if in_row else "is only for osworld/... rows",
+    )
+    if not in_row:
+        return None
+    src = obj["osworld"]
+    _check(
+        isinstance(src, dict) and isinstance(src.get("file"), str) and isinstance(src.get("assets", ""), str),
+        where,
+        "osworld",
+        'must be {"file": "<task>.json", "assets": "<folder>"}',
+    )
+    unknown = set(src) - {"file", "assets"}
+    _check(not unknown, where, f"osworld.{sorted(unknown)[0] if unknown else ''}", "unknown field")
+    here = base or Path.cwd()
+    file = (here / src["file"]).resolve()
+    assets = (here / src["assets"]).resolve() if src.get("assets") else None
+    _check(file.is_file(), where, "osworld.file", f"no such file: {file}")
+    try:
+        task = check_file(file, assets)
+    except OSWorldTaskError as e:
+        raise TaskSpecError(f"{where}: field 'osworld.file': {e}") from None
+    _check(f"osworld/{task['id']}" == tid, where, "task_id", f"must be osworld/{task['id']} (the file's id)")
+    return {"file": str(file), **({"assets": str(assets)} if assets else {})}
+
+
+def parse_task(obj: Any, where: str = "<task>", base: Path | None = None) -> TaskSpec:
+    """One row; `base`: the folder its relative paths start from (the task file's)."""
     if not isinstance(obj, dict):
         raise TaskSpecError(f"{where}: a task must be a JSON object, got {type(obj).__name__}")
     unknown = set(obj) - TOP_FIELDS
@@ -94,6 +135,7 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
         "task_id",
         f"must look like '<family>/<name>' with a known family ({', '.join(sorted(TASK_FAMILIES))}), got {tid!r}",
     )
+    osworld = _osworld(obj, tid, where, base)
     instr = obj.get("instruction")
     _check(
         instr is None or (isinstance(instr, str) and instr.strip() != ""),
@@ -178,6 +220,7 @@ def parse_task(obj: Any, where: str = "<task>") -> TaskSpec:
         split=obj["split"],
         instruction=instr,
         tags=tuple(tags),
+        osworld=osworld,
     )
 
 
@@ -198,7 +241,7 @@ def iter_tasks(path: str | Path) -> Iterator[TaskSpec]:
     path = Path(path)
     seen: dict[tuple[str, str], int] = {}
     for lineno, where, obj in jsonl_rows(path):
-        spec = parse_task(obj, where)
+        spec = parse_task(obj, where, path.parent)
         key = (spec.task_id, spec.split)
         if key in seen:
             raise TaskSpecError(

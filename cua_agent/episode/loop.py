@@ -26,6 +26,7 @@ from cua_agent.episode.turn import Turn
 from cua_agent.inference.errors import InferenceServerError
 from sandbox.base import Sandbox, broken_from_inside
 from sandbox.errors import BoxBroken, SandboxDied, SandboxError, SandboxRequestError, SandboxTimeout
+from sandbox.osworld import OSWorldTaskError, reset_source
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,11 @@ async def _loop(
     count_tokens: Any,
     image_tokens: int,
 ) -> None:
-    info = await sandbox.reset(ep.task_id, ep.seed)
+    try:  # an OSWorld row's task and files, checked when the rows loaded: a file changed since is this one's
+        source = reset_source(task["osworld"]) if task.get("osworld") else None
+    except (OSWorldTaskError, OSError) as exc:
+        raise SandboxError(f"task {ep.task_id}: its OSWorld file: {exc}") from None
+    info = await sandbox.reset(ep.task_id, ep.seed, source)
     ep.instruction = task.get("instruction") or info.get("instruction") or ""
     if not ep.instruction:
         raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")

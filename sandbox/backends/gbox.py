@@ -301,8 +301,11 @@ class GboxBoxClient:
         result["task_done"] = bool(status.get("task_done"))
         return result, png
 
-    async def reset(self, task_id: str, seed: int = 0) -> dict[str, Any]:
-        return await self.call("POST", "/task/reset", {"task_id": task_id, "seed": seed}, timeout=90.0)
+    async def reset(
+        self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        body = {"task_id": task_id, "seed": seed, **({"osworld": source} if source is not None else {})}
+        return await self.call("POST", "/task/reset", body, timeout=90.0)
 
     async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
         return await self.call("POST", "/task/evaluate", {"wait_s": wait_s}, timeout=60.0)

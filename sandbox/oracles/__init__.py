@@ -36,7 +36,7 @@ def register(table: dict[str, Solver], *names: str) -> Callable[[Solver], Solver
 
 def solvers(family: str) -> dict[str, Solver]:
     """The solvers of a family by task name ({} for a family without oracles)."""
-    if family not in TASK_FAMILIES:
+    if family not in TASK_FAMILIES or TASK_FAMILIES[family].oracles is None:
         return {}
     # Imported here, not at the top: the family modules import Ctx and register from this one.
     return load(TASK_FAMILIES[family].oracles).SOLVERS

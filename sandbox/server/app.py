@@ -34,6 +34,7 @@ from sandbox.server.runtimes.base import Runtime, TaskError
 from sandbox.server.xdotool import ActionError, to_xdotool
 
 MAX_BODY = 1 << 20
+MAX_RESET_BODY = 64 << 20  # an OSWorld task's files come with its reset
 
 
 class HTTPError(Exception):
@@ -122,13 +123,20 @@ class Controller:
             raise TaskError("'task_id' must be a string like 'miniwob/click-test' or 'desktop/editor-save'")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
             raise TaskError("'seed' must be an integer in [0, 2^31)")
-        name = task_id.split("/", 1)[1]
+        name, source = task_id.split("/", 1)[1], body.get("osworld")
         with self.lock:
             runtime = self._runtime(task_id)
+            family = task_families.family_of(task_id)
+            if family.task_in_row != (source is not None):
+                raise TaskError(
+                    f"{task_id}: its row must carry the task ('osworld': {{task, assets}})"
+                    if family.task_in_row
+                    else f"{task_id}: the box makes {family.name} tasks from the seed; 'osworld' is not taken"
+                )
             if self.active is not None and self.active is not runtime:
                 self.active.close()  # one app family on screen at a time
             self.active, self.task_id = None, None
-            out = runtime.reset(name, seed)
+            out = runtime.reset(name, seed, source) if family.task_in_row else runtime.reset(name, seed)
             self.active, self.task_id = runtime, task_id
         return {"task_id": task_id, "seed": seed, **out}
 
@@ -197,9 +205,10 @@ def make_handler(ctl: Controller, token: str, proof: str) -> type[BaseHTTPReques
                 length = int(self.headers.get("Content-Length", "0"))
             except ValueError:
                 raise HTTPError(400, "bad Content-Length") from None
-            if length > MAX_BODY:
+            limit = MAX_RESET_BODY if urlparse(self.path).path == "/task/reset" else MAX_BODY
+            if length > limit:
                 self.close_connection = True
-                raise HTTPError(413, f"body larger than {MAX_BODY} bytes")
+                raise HTTPError(413, f"body larger than {limit} bytes")
             raw = self.rfile.read(length) if length else b""
             if not raw:
                 return {}

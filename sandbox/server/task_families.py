@@ -21,12 +21,14 @@ from typing import Any
 class TaskFamily:
     name: str
     runtime: str  # "module:Class" of its Runtime subclass, in the box
-    oracles: str  # "module" holding SOLVERS {task name: solver}, on the host
+    oracles: str | None  # "module" holding SOLVERS {task name: solver}, on the host (None: no oracles)
     # True: its tasks keep the agent inside one web page, so one box may serve many episodes. False: a task
     # may hand the agent a general computer (a shell, an app that runs commands), where it could leave a
     # process that reads the box's secrets or sets a later episode's reward: such a box serves one episode.
     reusable: bool
     summary: str
+    # True: a row carries its task (an OSWorld task file, sent at reset); False: the box makes it from the seed.
+    task_in_row: bool = False
 
 
 TASK_FAMILIES: dict[str, TaskFamily] = {
@@ -52,6 +54,14 @@ TASK_FAMILIES: dict[str, TaskFamily] = {
             oracles="sandbox.oracles.office",
             reusable=False,  # LibreOffice runs macros and shell commands
             summary="LibreOffice Calc, Writer and Impress, scored as OSWorld tasks (image cua-sandbox-office)",
+        ),
+        TaskFamily(
+            "osworld",
+            runtime="sandbox.server.runtimes.osworld:OSWorldRuntime",
+            oracles=None,  # any OSWorld task file: nothing scripted knows their solutions
+            reusable=False,
+            summary="OSWorld task files (their rows name the file: sandbox/osworld.py), image cua-sandbox-office",
+            task_in_row=True,
         ),
     )
 }

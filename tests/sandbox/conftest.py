@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -47,3 +48,20 @@ async def local_pool(local_backend) -> AsyncIterator[SandboxPool]:
     yield pool
     await pool.close()
     assert local_backend.list_boxes(run_id=local_backend.run_id) == []
+
+
+@pytest.fixture(scope="session")
+def office_image(sandbox_setup: None) -> str:
+    """The office flavour (LibreOffice over the desktop image): built by setup on first use, else a no-op."""
+    subprocess.run(["bash", str(REPO / "scripts" / "setup_sandbox.sh"), "office_image"], check=True)
+    return "cua-sandbox-office:latest"
+
+
+@pytest.fixture(scope="session")
+async def office_pool(docker_backend, office_image: str) -> AsyncIterator[SandboxPool]:
+    """Office boxes (each serves one episode: the pool starts a fresh one per acquire)."""
+    spec = SandboxSpec(image=office_image, memory_mb=1536)
+    pool = SandboxPool(docker_backend, spec, max_size=BOXES, warm=BOXES, install_handlers=False)
+    await pool.start()
+    yield pool
+    await pool.close()

@@ -4,8 +4,6 @@ oracle scores 1 and its plausible wrong attempt scores 0, from the file LibreOff
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,21 +18,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 REPO = Path(__file__).resolve().parents[2]
 ROWS = load_tasks(REPO / "tasks" / "office.jsonl")
 TASKS = list(dict.fromkeys(t.task_id for t in ROWS))
-
-
-@pytest.fixture(scope="session")
-def office_image(sandbox_setup: None) -> str:
-    """Built by setup on first use (a layer over the desktop image: LibreOffice), a no-op when present."""
-    subprocess.run(["bash", str(REPO / "scripts/setup_sandbox.sh"), "office_image"], check=True)
-    return ROWS[0].sandbox_spec().image
-
-
-@pytest.fixture(scope="session")
-async def office_pool(docker_backend, office_image: str) -> AsyncIterator[SandboxPool]:
-    pool = SandboxPool(docker_backend, ROWS[0].sandbox_spec(), max_size=2, warm=2, install_handlers=False)
-    await pool.start()
-    yield pool
-    await pool.close()
 
 
 async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> tuple[float, dict]:

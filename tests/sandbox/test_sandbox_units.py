@@ -150,8 +150,8 @@ def test_every_runtime_is_a_registered_family_with_its_entry_points():
     for name, family in TASK_FAMILIES.items():
         runtime = load(family.runtime)
         assert issubclass(runtime, Runtime) and runtime.prefix == name
-        assert solvers(name), name
-    assert {t.split("/")[0] for t in supported_tasks()} == set(TASK_FAMILIES)
+        assert bool(solvers(name)) == (family.oracles is not None), name
+    assert {t.split("/")[0] for t in supported_tasks()} == {n for n, f in TASK_FAMILIES.items() if f.oracles}
 
 
 def test_an_unknown_task_family_is_an_error_that_lists_the_known_ones(tmp_path):
@@ -160,29 +160,30 @@ def test_an_unknown_task_family_is_an_error_that_lists_the_known_ones(tmp_path):
     from sandbox.server.task_families import UnknownTaskFamily, family_of
 
     with pytest.raises(
-        UnknownTaskFamily, match=r"'osworld' in 'osworld/x' \(known: desktop, miniwob, office\)"
+        UnknownTaskFamily, match=r"'vm' in 'vm/x' \(known: desktop, miniwob, office, osworld\)"
     ):
-        family_of("osworld/x")
+        family_of("vm/x")
     # The task file names the field and the known families.
     path = tmp_path / "tasks.jsonl"
-    path.write_text(json.dumps({**GOOD, "task_id": "osworld/calc-sum"}) + "\n")
+    path.write_text(json.dumps({**GOOD, "task_id": "vm/calc-sum"}) + "\n")
     with pytest.raises(
-        TaskSpecError, match=r"tasks.jsonl:1: field 'task_id': .*known family \(desktop, miniwob, office\)"
+        TaskSpecError,
+        match=r"tasks.jsonl:1: field 'task_id': .*known family \(desktop, miniwob, office, osworld\)",
     ):
         load_tasks(path)
     # The box's server answers the same way (a 4xx, not a crash), before touching its display.
     with pytest.raises(
         TaskError,
-        match=r"unknown task family 'osworld' in 'osworld/calc-sum' \(known: desktop, miniwob, office\)",
+        match=r"unknown task family 'vm' in 'vm/calc-sum' \(known: desktop, miniwob, office, osworld\)",
     ):
-        Controller(display=None).reset({"task_id": "osworld/calc-sum", "seed": 0})  # type: ignore[arg-type]
+        Controller(display=None).reset({"task_id": "vm/calc-sum", "seed": 0})  # type: ignore[arg-type]
 
 
 def test_a_box_that_plays_a_family_which_may_hand_out_a_shell_serves_no_other_episode():
     """`reusable` in the registry decides, per family, whether a box may serve a later episode."""
 
     class Client:
-        async def reset(self, task_id, seed):
+        async def reset(self, task_id, seed, source=None):
             return {"instruction": "x"}
 
     box = Sandbox(id="b", backend=None, client=Client(), spec=None)  # type: ignore[arg-type]

@@ -19,23 +19,10 @@ from sandbox.server import office_suite
 from sandbox.server.display import Display
 from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
 from sandbox.server.osworld.evaluate import evaluate, setup
+from sandbox.server.osworld.libreoffice import fresh_profile
 from sandbox.server.osworld.steps import windows
 from sandbox.server.runtimes.base import Runtime, TaskError
 from sandbox.server.runtimes.desktop import task_home
-
-# LibreOffice's first start shows a tip dialog and a what's-new bar, and asks before saving in Microsoft
-# formats: a fresh profile that says no to all three (OSWorld's VM image has them dismissed the same way).
-PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
-<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema"
- xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-<item oor:path="/org.openoffice.Setup/Product"><prop oor:name="ooSetupLastVersion" oor:op="fuse"><value>99.0</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="FirstRun" oor:op="fuse"><value>false</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Misc"><prop oor:name="ShowTipOfTheDay" oor:op="fuse"><value>false</value></prop></item>
-<item oor:path="/org.openoffice.Office.Common/Save/Document"><prop oor:name="WarnAlienFormat" oor:op="fuse"><value>false</value></prop></item>
-<item oor:path="/org.openoffice.Office.Recovery/AutoSave"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
-<item oor:path="/org.openoffice.Office.Recovery/RecoveryInfo"><prop oor:name="Enabled" oor:op="fuse"><value>false</value></prop></item>
-</oor:items>
-"""
 
 
 class OracleState(TypedDict):
@@ -80,10 +67,7 @@ class OfficeRuntime(Runtime):
             raise TaskError(f"unknown office task {name!r}; known: {', '.join(self.tasks())}")
         self.close()
         home = task_home()
-        profile = home / ".config/libreoffice/4/user"
-        shutil.rmtree(home / ".config/libreoffice", ignore_errors=True)
-        profile.mkdir(parents=True)
-        (profile / "registrymodifications.xcu").write_text(PROFILE)
+        fresh_profile(home, ask_before_foreign_formats=False)  # the oracles save with Ctrl+S alone
         self.env = TaskEnv(self.display, home, self._asset)
         self.task, self.name = make(seed), name
         for rel, write in self.task.files.items():

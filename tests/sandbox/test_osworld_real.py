@@ -1,0 +1,95 @@
+"""OSWorld-format task files played in real office boxes, as a row plays them: the loader checks the file, the
+reset sends it with its files, the box runs its set-up steps (download, open), the test acts through the
+public action API like a policy, and the box scores it as OSWorld would (postconfig saves through pyautogui,
+then getters and metrics). A right edit scores 1, a wrong one 0."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox.base import cua_home
+from sandbox.osworld import main
+from sandbox.pool import SandboxPool
+from sandbox.tasks import load_tasks
+from tests.sandbox.osworld_files import HF, calc_task, text_task, write, write_asset
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
+
+TEXT_ID, CALC_ID = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-aaaaaaaaaaaa"
+WORKBOOKS = """
+import sys, openpyxl
+for path, b2 in ((sys.argv[1], None), (sys.argv[2], 42)):
+    wb = openpyxl.Workbook(); ws = wb.active; ws.title = "Sheet1"
+    ws.append(["name", "value"]); ws.append(["answer", b2]); wb.save(path)
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("osworld")
+    write(root, "os", text_task(TEXT_ID))
+    write_asset(root, f"{HF}/os/{TEXT_ID}/notes.txt", b"first line\n")
+    write_asset(root, f"{HF}/os/{TEXT_ID}/notes_gold.txt", b"hello box\nfirst line\n")
+    write(root, "libreoffice_calc", calc_task(CALC_ID))
+    # The workbooks come from openpyxl in the in-box server's host environment (the trainer's has none).
+    sheet = write_asset(root, f"{HF}/libreoffice_calc/{CALC_ID}/sheet.xlsx", b"")
+    gold = write_asset(root, f"{HF}/libreoffice_calc/{CALC_ID}/sheet_gold.xlsx", b"")
+    server_python = (cua_home() / "sandbox" / "host-python").read_text().strip()
+    subprocess.run([server_python, "-c", WORKBOOKS, str(sheet), str(gold)], check=True)
+    out = root / "osworld.jsonl"
+    assert main(["rows", str(root / "examples"), "--assets", str(root / "assets"), "--out", str(out)]) == 0
+    return out
+
+
+async def _play(pool: SandboxPool, row: dict, actions: list[dict]) -> tuple[float, dict]:
+    from sandbox.osworld import reset_source
+
+    async with pool.sandbox(timeout=120) as sb:
+        info = await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
+        assert info["instruction"].startswith(("Put the line", "In sheet.xlsx"))
+        for a in actions:
+            await sb.act(a)
+        out = await sb.evaluate()
+        return out["reward"], out["info"]
+
+
+def _type(text: str) -> list[dict]:
+    return [{"type": "type", "text": text}, {"type": "key", "keys": "Return"}]
+
+
+async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool, rows: Path):
+    specs = {s.task_id: s.to_dict() for s in load_tasks(rows)}
+    text, calc = specs[f"osworld/{TEXT_ID}"], specs[f"osworld/{CALC_ID}"]
+    wait = [{"type": "wait", "seconds": 0.5}]
+    text_edit = [*wait, {"type": "key", "keys": "ctrl+Home"}]
+    cell_b2 = [
+        *wait,
+        {"type": "key", "keys": "ctrl+Home"},
+        {"type": "key", "keys": "Down"},
+        {"type": "key", "keys": "Right"},
+    ]
+    plays = {
+        ("text", "right"): (text, text_edit + _type("hello box")),
+        ("text", "wrong"): (text, text_edit + _type("hello boss")),
+        ("calc", "right"): (calc, cell_b2 + _type("42")),
+        ("calc", "wrong"): (calc, cell_b2 + _type("41")),
+    }
+    results = dict(
+        zip(plays, await asyncio.gather(*(_play(office_pool, r, a) for r, a in plays.values())), strict=True)
+    )
+    assert results["text", "right"] == (
+        1.0,
+        {
+            "metrics": [
+                {"func": "compare_text_file", "score": 1.0},
+                {"func": "check_include_exclude", "score": 1.0},
+            ]
+        },
+    )
+    assert results["text", "wrong"][0] == 0.0
+    assert results["calc", "right"] == (1.0, {"metrics": [{"func": "compare_table", "score": 1.0}]})
+    assert results["calc", "wrong"][0] == 0.0
