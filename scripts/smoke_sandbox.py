@@ -4,6 +4,7 @@ per task. Exit status 1 if an oracle run scores below 1.
 
   python scripts/smoke_sandbox.py --backend docker --boxes 2 -n 30
   python scripts/smoke_sandbox.py --backend local --tasks miniwob/click-test desktop/editor-save
+  python scripts/smoke_sandbox.py --task-files tasks/office.jsonl --seed 100000   (needs the office image)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ async def run_task(pool: SandboxPool, task_id: str, seed: int, agent: str, spec:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    specs = load_tasks(REPO / "tasks" / "miniwob.jsonl") + load_tasks(REPO / "tasks" / "desktop.jsonl")
+    specs = [t for f in args.task_files for t in load_tasks(REPO / f)]
     if args.tasks:
         task_ids = args.tasks
     else:
@@ -104,6 +105,12 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=0, help="run only the first N tasks")
     ap.add_argument("--boxes", type=int, default=2, help="concurrent sandboxes")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--task-files",
+        nargs="+",
+        default=["tasks/miniwob.jsonl", "tasks/desktop.jsonl"],
+        help="relative to the repo",
+    )
     ap.add_argument("--json", help="write the per-task results here")
     return asyncio.run(main_async(ap.parse_args()))
 

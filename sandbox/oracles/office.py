@@ -1,27 +1,46 @@
 """Oracles of the office suite (`office/<name>`, sandbox/server/office_suite.py), and a plausible wrong attempt
-at each: both act through the public action API (keys and typing) in the real LibreOffice, and save.
+at each: both act through the public action API (keys and typing) in the real application, and save.
 
 They read the oracle state of sandbox/server/runtimes/office.py (its `OracleState`): the edited file's
-`path` and `mtime` (a save changes it), and the task's `solution`.
+`path` and `mtime` (a save changes it), and the task's `solution`, which names the right edit and a wrong
+one in each application's terms (cells, paragraphs, a slide's title, lines, shell commands).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sandbox.oracles import Ctx, Solver, register
+from sandbox.server.office_suite import TASKS
 
 SOLVERS: dict[str, Solver] = {}
 WRONG: dict[str, Solver] = {}  # a plausible attempt that scores 0: the verifier must tell it apart
 
 
-def office(*names: str) -> Callable[[Solver], Solver]:
-    return register(SOLVERS, *names)
+def _app(
+    prefix: str, edit: Callable[[Ctx, dict[str, Any], bool], Awaitable[None]], save: bool = True
+) -> None:
+    """Registers the right and the wrong attempt at every task of one application."""
+    names = [n for n in TASKS if n.startswith(f"{prefix}-")]
+
+    async def right(c: Ctx) -> None:
+        await edit(c, c.state["solution"], False)
+        if save:
+            await _save(c)
+
+    async def wrong(c: Ctx) -> None:
+        await edit(c, c.state["solution"], True)
+        if save:
+            await _save(c)
+
+    register(SOLVERS, *names)(right)
+    register(WRONG, *names)(wrong)
 
 
-def wrong(*names: str) -> Callable[[Solver], Solver]:
-    return register(WRONG, *names)
+async def _pause(c: Ctx, seconds: float) -> None:
+    await c.act({"type": "wait", "seconds": seconds})
 
 
 async def _save(c: Ctx) -> None:
@@ -31,122 +50,68 @@ async def _save(c: Ctx) -> None:
     await c.wait_for(lambda: c.state["mtime"] != before, timeout=20)
 
 
-async def _enter_cells(c: Ctx, cells: dict[str, str]) -> None:
+async def _cells(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
     """Each cell by arrow keys from A1 (no mouse: the grid's geometry is the application's)."""
-    await c.act({"type": "wait", "seconds": 0.5})  # the sheet takes keys once it is drawn
-    for coord, text in cells.items():
+    await _pause(c, 0.5)  # the sheet takes keys once it is drawn
+    for coord, text in s["wrong_cells" if wrong else "cells"].items():
         col, row = re.fullmatch(r"([A-Z])(\d+)", coord).groups()  # type: ignore[union-attr]
         await c.key("ctrl+Home")
         for _ in range(int(row) - 1):
             await c.key("Down")
         for _ in range(ord(col) - ord("A")):
             await c.key("Right")
-        await c.type(text)
-        await c.key("Return")
+        if text:
+            await c.type(text)
+            await c.key("Return")
+        else:
+            await c.key("Delete")  # empties the cell
 
 
-@office("calc-total", "calc-fix-value", "calc-add-row")
-async def _calc(c: Ctx) -> None:
-    await _enter_cells(c, c.state["solution"]["cells"])
-    await _save(c)
-
-
-@wrong("calc-total", "calc-fix-value", "calc-add-row")
-async def _calc_off_by_one(c: Ctx) -> None:
-    """The right cells, but the last one is off: a sum that stops a row short, a number one too high."""
-    cells = dict(c.state["solution"]["cells"])
-    coord, text = list(cells.items())[-1]
-    if text.startswith("=SUM("):
-        start, end = re.fullmatch(r"=SUM\((B\d+):B(\d+)\)", text).groups()  # type: ignore[union-attr]
-        cells[coord] = f"=SUM({start}:B{int(end) - 1})"
-    else:
-        cells[coord] = str(int(text) + 1)
-    await _enter_cells(c, cells)
-    await _save(c)
-
-
-async def _retype(c: Ctx, paragraphs: list[str]) -> None:
-    """Replaces the whole document with `paragraphs`, one typed paragraph each."""
-    await c.act({"type": "wait", "seconds": 0.5})
+async def _retype(c: Ctx, blocks: list[str]) -> None:
+    """The whole document replaced by `blocks`, one typed paragraph (or line) each."""
+    await _pause(c, 0.5)
     await c.key("ctrl+a")
-    for i, p in enumerate(paragraphs):
+    for i, block in enumerate(blocks):
         if i:
             await c.key("Return")
-        await c.type(p)
+        await c.type(block)
 
 
-@office("writer-append")
-async def _writer_append(c: Ctx) -> None:
-    await c.act({"type": "wait", "seconds": 0.5})
-    await c.key("ctrl+End")
-    await c.key("Return")
-    await c.type(c.state["solution"]["append"])
-    await _save(c)
+async def _paragraphs(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
+    await _retype(c, s["wrong_paragraphs" if wrong else "paragraphs"])
 
 
-@wrong("writer-append")
-async def _writer_append_first(c: Ctx) -> None:
-    """The paragraph added, but at the top."""
-    await c.act({"type": "wait", "seconds": 0.5})
-    await c.key("ctrl+Home")
-    await c.type(c.state["solution"]["append"])
-    await c.key("Return")
-    await _save(c)
+async def _lines(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
+    await _retype(c, s["wrong_lines" if wrong else "lines"])
 
 
-@office("writer-title")
-async def _writer_title(c: Ctx) -> None:
-    await c.act({"type": "wait", "seconds": 0.5})
-    await c.key("ctrl+Home")
-    await c.type(c.state["solution"]["prepend"])
-    await c.key("Return")
-    await _save(c)
-
-
-@wrong("writer-title")
-async def _writer_title_last(c: Ctx) -> None:
-    """The title added, but as the last paragraph."""
-    await c.act({"type": "wait", "seconds": 0.5})
-    await c.key("ctrl+End")
-    await c.key("Return")
-    await c.type(c.state["solution"]["prepend"])
-    await _save(c)
-
-
-@office("writer-replace-word")
-async def _writer_replace(c: Ctx) -> None:
-    await _retype(c, c.state["solution"]["paragraphs"])
-    await _save(c)
-
-
-@wrong("writer-replace-word")
-async def _writer_replace_first(c: Ctx) -> None:
-    """Only the first paragraph's word replaced."""
-    s = c.state["solution"]
-    gold = s["paragraphs"]
-    await _retype(c, [gold[0], *(p.replace(s["new"], s["old"]) for p in gold[1:])])
-    await _save(c)
-
-
-async def _edit_title(c: Ctx, keys_before_typing: list[str], text: str) -> None:
-    """The first slide's title: Tab selects its first object, Return edits its text."""
-    await c.act({"type": "wait", "seconds": 1})
-    await c.key("Tab")
-    await c.key("Return")
-    for k in keys_before_typing:
-        await c.key(k)
-    await c.type(text)
+async def _slide_title(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
+    """Page Down to the slide, Tab selects its first object (the title), Return edits its text. Impress
+    drops keys while it switches slides: a pause after each."""
+    await _pause(c, 1)
+    for _ in range(s["wrong_slide" if wrong else "slide"]):
+        await c.key("Next")
+        await _pause(c, 1)
+    for key in ("Tab", "Return", "ctrl+a"):
+        await c.key(key)
+        await _pause(c, 0.3)
+    await c.type(s["wrong_title" if wrong else "title"])
     await c.key("Escape")
+    await _pause(c, 0.3)
 
 
-@office("impress-title")
-async def _impress_title(c: Ctx) -> None:
-    await _edit_title(c, ["ctrl+a"], c.state["solution"]["title"])
-    await _save(c)
+async def _commands(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
+    await c.wait_for(lambda: "Terminal" in c.state["windows"], timeout=20)
+    w, h = c.state["screen"]
+    await c.act({"type": "click", "x": w // 2, "y": h // 2})
+    for command in s["wrong_commands" if wrong else "commands"]:
+        await c.type(command)
+        await c.key("Return")
+    await _pause(c, 1)  # the shell runs it
 
 
-@wrong("impress-title")
-async def _impress_title_appended(c: Ctx) -> None:
-    """The new title typed after the old one instead of over it."""
-    await _edit_title(c, ["End"], " " + c.state["solution"]["title"])
-    await _save(c)
+_app("calc", _cells)
+_app("writer", _paragraphs)
+_app("impress", _slide_title)
+_app("editor", _lines)
+_app("terminal", _commands, save=False)

@@ -10,6 +10,7 @@ Oracle state (`GET /task/oracle`, `OracleState` below) is read by sandbox/oracle
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -78,7 +79,7 @@ class OfficeRuntime(Runtime):
             setup(self.env, self.task.osworld)
         except TaskSetupError as e:
             raise RuntimeError(f"office/{name}: {e}") from None
-        return {"instruction": self.task.osworld["instruction"]}
+        return {"instruction": self.env.map(self.task.osworld["instruction"])}
 
     def evaluate(self, wait_s: float) -> dict[str, Any]:
         if self.env is None or self.task is None:
@@ -97,7 +98,7 @@ class OfficeRuntime(Runtime):
             "task": f"office/{self.name}",
             "path": str(path),
             "mtime": path.stat().st_mtime if path.exists() else None,
-            "solution": self.task.solution,
+            "solution": json.loads(self.env.map(json.dumps(self.task.solution))),  # the box's paths
             "windows": list(windows(self.env).values()),
             "screen": [self.display.width, self.display.height],
         }

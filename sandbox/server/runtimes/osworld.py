@@ -69,7 +69,7 @@ class OSWorldRuntime(Runtime):
             setup(self.env, task)
         except TaskSetupError as e:
             raise RuntimeError(f"osworld/{name}: {e}") from None
-        return {"instruction": task["instruction"]}
+        return {"instruction": self.env.map(task["instruction"])}  # OSWorld's /home/user is this box's home
 
     def evaluate(self, wait_s: float) -> dict[str, Any]:
         if self.env is None or self.task is None:
