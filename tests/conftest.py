@@ -21,6 +21,14 @@ def sandbox_setup() -> None:
     subprocess.run(["bash", str(setup)], check=True, stdin=subprocess.DEVNULL)
 
 
+@pytest.fixture(scope="session")
+def office_image(sandbox_setup: None) -> str:
+    """The office flavour (LibreOffice over the desktop image): built by setup on first use, else a no-op."""
+    setup = Path(__file__).resolve().parents[1] / "scripts" / "setup_sandbox.sh"
+    subprocess.run(["bash", str(setup), "office_image"], check=True, stdin=subprocess.DEVNULL)
+    return "cua-sandbox-office:latest"
+
+
 @pytest.fixture(autouse=True)
 def _sandbox_setup_for_slow_tests(request: pytest.FixtureRequest) -> None:
     """A slow test drives real components, boxes among them: it gets the sandbox setup (the podman

@@ -27,7 +27,7 @@ def load_task_rows(
     seeds_per_task: int = 64,
     shuffle_seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Rows {task_id, seed, agent, instruction, max_turns, sandbox | tasks_file} of one split,
+    """Rows {task_id, seed, agent, instruction, max_turns, sandbox [, osworld] | tasks_file} of one split,
     `seeds_per_task` seeds drawn deterministically from each task's seed range. Unknown task ids are an
     error naming them."""
     if is_repo_task_file(path):
@@ -54,6 +54,7 @@ def load_task_rows(
                     "instruction": spec.instruction,
                     "max_turns": spec.max_turns,
                     "sandbox": spec.to_dict()["sandbox"],
+                    **({"osworld": dict(spec.osworld)} if spec.osworld else {}),  # its task file, sent at reset
                 }
             )
     return rows

@@ -36,6 +36,7 @@ import secrets
 import shlex
 import tarfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ from sandbox.server.protocol import ActionError, check_wait_change, normalize_ke
 from sandbox.server.xdotool import to_xdotool
 
 SCROLL_PX = 100  # GBox scrolls in pixels; one wheel click of the wire protocol is this many
+ARG_BYTES = 64 << 10  # a request body larger than this reaches the box as a file (an OSWorld task's files)
 HARNESS_DIR = ".cua"  # in the box's working directory: the harness, its socket and its log
 CONTROL_SOCKET = f"{HARNESS_DIR}/control.sock"
 READ_RETRIES = 2  # for idempotent reads only
@@ -191,7 +193,16 @@ class GboxBoxClient:
         """A request to the harness's control server, through one command in the box."""
         cmd = f"python3 -m sandbox.server.call {method} {path}"
         if body is not None:
-            cmd += " " + shlex.quote(json.dumps(body))
+            data = json.dumps(body)
+            if len(data) > ARG_BYTES:  # Linux caps one argument at 128 KiB: a large body goes as a file
+                name = f"{HARNESS_DIR}/body-{uuid.uuid4().hex}.json"
+                await self._once(
+                    f"{self.where}: upload {path} body",
+                    lambda: self._api.fs.write(self.box_id, path=name, content=data),
+                )
+                cmd += " " + shlex.quote(f"@{name}")
+            else:
+                cmd += " " + shlex.quote(data)
         out = await self._once(
             f"{self.where}: {method} {path}",
             lambda: self._api.execute_commands(

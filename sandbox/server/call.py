@@ -1,4 +1,5 @@
 """One request to the control server from inside its box: `python3 -m sandbox.server.call METHOD PATH [JSON]`.
+JSON may be `@FILE`: the body is read from FILE, which is then removed (bodies over a command line's limit).
 
 For providers whose boxes are reached only through a command API (GBox): the host runs this in the box
 instead of connecting to the server's socket. The socket comes from CUA_CONTROL_SOCKET and the token from
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     method, path = args[0], args[1]
     body = args[2].encode() if len(args) == 3 else None
+    if body is not None and body.startswith(b"@"):
+        with open(body[1:], "rb") as f:
+            body = f.read()
+        os.unlink(args[2][1:])
     conn = _UnixConnection(
         os.environ["CUA_CONTROL_SOCKET"], timeout=float(os.environ.get("CUA_CALL_TIMEOUT", 120))
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -48,13 +47,6 @@ async def local_pool(local_backend) -> AsyncIterator[SandboxPool]:
     yield pool
     await pool.close()
     assert local_backend.list_boxes(run_id=local_backend.run_id) == []
-
-
-@pytest.fixture(scope="session")
-def office_image(sandbox_setup: None) -> str:
-    """The office flavour (LibreOffice over the desktop image): built by setup on first use, else a no-op."""
-    subprocess.run(["bash", str(REPO / "scripts" / "setup_sandbox.sh"), "office_image"], check=True)
-    return "cua-sandbox-office:latest"
 
 
 @pytest.fixture(scope="session")

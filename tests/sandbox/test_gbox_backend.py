@@ -228,3 +228,36 @@ async def test_a_run_on_local_desktops_puts_the_rows_that_say_gbox_on_gbox(gbox,
     finally:
         await sandboxes.close()
     assert gbox.running() == []
+
+
+async def test_an_osworld_row_with_a_large_file_plays_on_gbox(gbox, tmp_path):
+    """An OSWorld task's files come with its reset; over a command line's 128 KiB limit the body reaches
+    the box as a file (the text editor and the pyautogui stand-in are on the desktop GBox drives here)."""
+    from sandbox.osworld import main, reset_source
+    from sandbox.tasks import load_tasks
+    from tests.sandbox.osworld_files import HF, text_task, write, write_asset
+
+    task_id = "22222222-3333-4444-8555-666666666666"
+    write(tmp_path, "os", text_task(task_id))
+    filler = "".join(f"filler line {i}\n" for i in range(12000))  # ~200 KB: more than one argument may hold
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes.txt", f"first line\n{filler}".encode())
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes_gold.txt", f"hello box\nfirst line\n{filler}".encode())
+    rows = tmp_path / "rows.jsonl"
+    assert (
+        main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
+        == 0
+    )
+    row = load_tasks(rows)[0].to_dict()
+    backend = backend_of(gbox, f"pytest-gbox-osworld-{os.getpid()}")
+    sb = await backend.start(SandboxSpec())
+    try:
+        info = await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
+        assert "notes.txt" in info["instruction"]
+        await sb.act({"type": "wait", "seconds": 0.5})
+        await sb.act({"type": "key", "keys": "ctrl+Home"})
+        await sb.act({"type": "type", "text": "hello box"})
+        await sb.act({"type": "key", "keys": "Return"})
+        out = await sb.evaluate()
+        assert out["reward"] == 1.0, out
+    finally:
+        await sb.close()
