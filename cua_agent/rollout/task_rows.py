@@ -54,7 +54,9 @@ def load_task_rows(
                     "instruction": spec.instruction,
                     "max_turns": spec.max_turns,
                     "sandbox": spec.to_dict()["sandbox"],
-                    **({"osworld": dict(spec.osworld)} if spec.osworld else {}),  # its task file, sent at reset
+                    **(
+                        {"osworld": dict(spec.osworld)} if spec.osworld else {}
+                    ),  # its task file, sent at reset
                 }
             )
     return rows
