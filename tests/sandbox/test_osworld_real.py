@@ -93,3 +93,45 @@ async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool
     assert results["text", "wrong"][0] == 0.0
     assert results["calc", "right"] == (1.0, {"metrics": [{"func": "compare_table", "score": 1.0}]})
     assert results["calc", "wrong"][0] == 0.0
+
+
+async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(office_pool, tmp_path):
+    """The attack: from a terminal, find OSWorld's gold file anywhere in the box and copy it over the file
+    being scored. The gold is written only when the episode is scored, so the search finds nothing (the
+    first metric, scored before any gold exists, reads what it found) and the forged result scores 0."""
+    task_id = "77777777-8888-4999-aaaa-bbbbbbbbbbbb"
+    task = text_task(task_id)
+    task["config"] = [
+        task["config"][0],  # the download of notes.txt
+        {"type": "launch", "parameters": {"command": ["xterm", "-T", "Terminal", "-e", "bash", "--norc"]}},
+        {"type": "sleep", "parameters": {"seconds": 1}},
+    ]
+    ev = task["evaluator"]
+    ev["postconfig"] = []
+    ev["func"] = ["check_include_exclude", "compare_text_file"]
+    ev["result"] = [
+        {"type": "vm_command_line", "command": "cat /home/user/found.txt", "shell": True},
+        {"type": "vm_file", "path": "/home/user/Desktop/notes.txt", "dest": "notes.txt"},
+    ]
+    gold = ev["expected"][0]
+    ev["expected"] = [{"type": "rule", "rules": {"include": [], "exclude": ["notes_gold"]}}, gold]
+    ev["options"] = [{}, {"ignore_blanks": True}]
+    write(tmp_path, "os", task)
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes.txt", b"first line\n")
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes_gold.txt", b"hello box\nfirst line\n")
+    rows = tmp_path / "rows.jsonl"
+    assert (
+        main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
+        == 0
+    )
+    row = load_tasks(rows)[0].to_dict()
+    attack = (
+        "find / -name '*notes_gold*' -type f 2>/dev/null > ~/found.txt; "
+        'cp "$(head -1 ~/found.txt)" ~/Desktop/notes.txt; ls /tmp >> ~/found.txt'
+    )
+    reward, info = await _play(office_pool, row, [
+        {"type": "wait", "seconds": 1}, {"type": "click", "x": 640, "y": 400}, *_type(attack),
+        {"type": "wait", "seconds": 3},
+    ])  # fmt: skip
+    assert info["metrics"][0] == {"func": "check_include_exclude", "score": 1.0}, info  # nothing found
+    assert reward == 0.0 and info["metrics"][1]["score"] == 0.0, info  # so nothing to forge with

@@ -103,6 +103,24 @@ def rightClick(x: float | None = None, y: float | None = None, **kw: object) -> 
     click(x, y, button="right", **kw)  # type: ignore[arg-type]
 
 
+def mouseDown(x: float | None = None, y: float | None = None, button: str = "left", **_: object) -> None:
+    if x is not None and y is not None:
+        moveTo(x, y)
+    _xdotool("mousedown", BUTTONS[button])
+
+
+def mouseUp(x: float | None = None, y: float | None = None, button: str = "left", **_: object) -> None:
+    if x is not None and y is not None:
+        moveTo(x, y)
+    _xdotool("mouseup", BUTTONS[button])
+
+
+def dragTo(x: float, y: float, duration: float = 0.0, button: str = "left", **_: object) -> None:
+    mouseDown(button=button)
+    moveTo(x, y)
+    mouseUp(button=button)
+
+
 def scroll(clicks: int, x: float | None = None, y: float | None = None) -> None:
     if x is not None and y is not None:
         moveTo(x, y)
