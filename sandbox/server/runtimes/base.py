@@ -24,7 +24,8 @@ class Runtime:
         raise NotImplementedError
 
     def reset(self, name: str, seed: int) -> dict[str, Any]:
-        """Sets up task `name` with `seed`; returns at least {'instruction': str}."""
+        """Sets up task `name` with `seed`; returns at least {'instruction': str}. A family whose rows carry
+        their task (`task_in_row`, sandbox/server/task_families.py) takes it as a third argument."""
         raise NotImplementedError
 
     def evaluate(self, wait_s: float) -> dict[str, Any]:
