@@ -33,7 +33,8 @@ TASKS = {
     "Writer": "office/writer-append",
     "Impress": "office/impress-title",
     "text editor": "office/editor-append-line",
-    "terminal": "office/terminal-mkdir",
+    "terminal": "office/terminal-mkdir",  # its set-up launches xterm, then sleeps 1 s (OSWorld's way)
+    "browser": "office/browser-bookmark",  # launches chromium, then sleeps 2 s
 }
 REFERENCE = ("MiniWoB (chromium), desktop image", "miniwob/click-test", "cua-sandbox:latest")
 OFFICE = "cua-sandbox-office:latest"

@@ -3,7 +3,7 @@ at each: both act through the public action API (keys and typing) in the real ap
 
 They read the oracle state of sandbox/server/runtimes/office.py (its `OracleState`): the edited file's
 `path` and `mtime` (a save changes it), and the task's `solution`, which names the right edit and a wrong
-one in each application's terms (cells, paragraphs, a slide's title, lines, shell commands).
+one in each application's terms (cells, paragraphs, a slide's title, lines, shell commands, a bookmark).
 """
 
 from __future__ import annotations
@@ -110,8 +110,28 @@ async def _commands(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
     await _pause(c, 1)  # the shell runs it
 
 
+async def _bookmark(c: Ctx, s: dict[str, Any], wrong: bool) -> None:
+    """Ctrl+D bookmarks the page (its bubble's name field has the focus, its text selected), Return
+    closes the bubble; chromium writes its Bookmarks file a moment later."""
+    await c.wait_for(lambda: any(s["title"] in t for t in c.state["windows"]), timeout=30)
+    url, name = (s["wrong_url"], s["wrong_name"]) if wrong else (s["url"], s["name"])
+    if url:
+        await c.key("ctrl+l")
+        await c.type(url)
+        await c.act({"type": "key", "keys": "Return", "wait_change_s": 3})
+        await _pause(c, 1)
+    before = c.state["mtime"]
+    await c.act({"type": "key", "keys": "ctrl+d", "wait_change_s": 3})
+    await _pause(c, 0.5)
+    if name:
+        await c.type(name)
+    await c.key("Return")
+    await c.wait_for(lambda: c.state["mtime"] != before, timeout=20)
+
+
 _app("calc", _cells)
 _app("writer", _paragraphs)
 _app("impress", _slide_title)
 _app("editor", _lines)
 _app("terminal", _commands, save=False)
+_app("browser", _bookmark, save=False)

@@ -1,10 +1,10 @@
-"""The office suite: tasks in LibreOffice Calc, Writer and Impress, the text editor and the terminal,
-generated from a seed as OSWorld tasks.
+"""The office suite: tasks in LibreOffice Calc, Writer and Impress, the text editor, the terminal and the
+browser, generated from a seed as OSWorld tasks.
 
 Each task makes, from its seed, the file the agent edits (values, names and text vary with the seed), the
 OSWorld task that opens it and scores the result, and what the scripted oracles need: the edit that solves
 it and a plausible wrong one (sandbox/oracles/office.py). Files are made with openpyxl, python-docx and
-python-pptx; the verifiers read what the application saved or what is on disk
+python-pptx; the verifiers read what the application saved, its profile (the browser's bookmarks) or what is on disk
 (sandbox/server/osworld/metrics), never the screen. A gold file is made only when the episode is scored.
 """
 
@@ -639,6 +639,86 @@ def terminal_delete_file(seed: int) -> Generated:
     )
 
 
+# -- The browser: chromium's own bookmarks, read from its profile -----------------------------------------
+
+BROWSER = [
+    "chromium", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+    "--disable-features=Translate,MediaRouter", "--password-store=basic", "--force-device-scale-factor=1",
+    "--disable-session-crashed-bubble",
+]  # fmt: skip
+BOOKMARKS = "/home/user/.config/chromium/Default/Bookmarks"
+# Every bookmark as "name|url" lines (chromium writes its profile's Bookmarks file as JSON).
+LIST_BOOKMARKS = (
+    "python3 -c 'import json,sys\n"
+    "def walk(n):\n"
+    ' if n.get("type") == "url": print(n["name"] + "|" + n["url"])\n'
+    ' for c in n.get("children", []): walk(c)\n'
+    'for root in json.load(open(sys.argv[1]))["roots"].values(): walk(root)\' ' + BOOKMARKS
+)
+
+
+def _page(title: str) -> Callable[[Path], None]:
+    return _text_file(f"<!doctype html><title>{title}</title><h1>{title}</h1><p>{title.lower()} page.</p>\n")
+
+
+def _browser(what: str, pages: dict[str, str], include: list[str], solution: dict[str, Any]) -> Generated:
+    """`pages`: {file stem: title} under ~/Documents; the first is open. The check lists the bookmarks."""
+    first = next(iter(pages))
+    task = {
+        "instruction": f"In the browser, {what}.",
+        "config": [
+            {
+                "type": "launch",
+                "parameters": {"command": [*BROWSER, f"file:///home/user/Documents/{first}.html"]},
+            },
+            {"type": "sleep", "parameters": {"seconds": 2}},
+        ],
+        "evaluator": {
+            "func": "check_include_exclude",
+            "result": {"type": "vm_command_line", "command": LIST_BOOKMARKS, "shell": True},
+            "expected": {"type": "rule", "rules": {"include": include, "exclude": []}},
+        },
+    }
+    files = {f"/home/user/Documents/{stem}.html": _page(title) for stem, title in pages.items()}
+    return Generated(task, BOOKMARKS, files, {}, {"title": pages[first], **solution})
+
+
+def _two_pages(rng: random.Random) -> dict[str, str]:
+    stems = rng.sample(NAMES, 2)
+    return {stem: f"{rng.choice(ADJECTIVES).capitalize()} {stem}" for stem in stems}
+
+
+def browser_bookmark(seed: int) -> Generated:
+    rng = random.Random(f"browser-bookmark:{seed}")
+    pages = _two_pages(rng)
+    first, other = pages
+    return _browser(
+        "bookmark the page that is open",
+        pages,
+        [f"/Documents/{first}.html\n"],
+        {
+            "url": None,
+            "name": None,
+            "wrong_url": f"file:///home/user/Documents/{other}.html",
+            "wrong_name": None,
+        },
+    )
+
+
+def browser_bookmark_name(seed: int) -> Generated:
+    rng = random.Random(f"browser-bookmark-name:{seed}")
+    pages = _two_pages(rng)
+    first = next(iter(pages))
+    name = f"{rng.choice(WORDS).capitalize()} {rng.randint(2, 99)}"
+    return _browser(
+        f'bookmark the page that is open under the name "{name}"',
+        pages,
+        [f"{name}|file://", f"/{first}.html\n"],
+        {"url": None, "name": name, "wrong_url": None, "wrong_name": None},  # wrong: the page's own title
+    )
+
+
 TASKS: dict[str, Callable[[int], Generated]] = {
     "calc-total": calc_total,
     "calc-average": calc_average,
@@ -670,4 +750,6 @@ TASKS: dict[str, Callable[[int], Generated]] = {
     "terminal-copy": terminal_copy,
     "terminal-write-file": terminal_write_file,
     "terminal-delete-file": terminal_delete_file,
+    "browser-bookmark": browser_bookmark,
+    "browser-bookmark-name": browser_bookmark_name,
 }

@@ -1,5 +1,6 @@
-"""The office suite in real boxes (cua-sandbox-office: LibreOffice Calc, Writer, Impress): every task's
-oracle scores 1 and its plausible wrong attempt scores 0, from the file LibreOffice saved."""
+"""The office suite in real boxes (cua-sandbox-office: LibreOffice Calc, Writer, Impress, the text editor,
+the terminal, chromium): every task's oracle scores 1 and its plausible wrong attempt scores 0, from what the
+application saved (a file, the browser's profile) or left on disk."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> tup
 
 async def test_every_office_task_is_solved_by_its_oracle_and_not_by_a_wrong_attempt(office_pool):
     apps = {t.split("/")[1].split("-")[0] for t in TASKS}
-    assert len(TASKS) >= 30 and apps == {"calc", "writer", "impress", "editor", "terminal"}
+    assert len(TASKS) >= 30 and apps == {"calc", "writer", "impress", "editor", "terminal", "browser"}
     assert set(WRONG) == {t.split("/", 1)[1] for t in TASKS}
     sem = asyncio.Semaphore(office_pool.max_size)
     results: dict[tuple[str, str], tuple[float, dict]] = {}
