@@ -32,6 +32,19 @@ METRICS: dict[str, str] = {
     "compare_table": f"{_M}table:compare_table",
     "compare_docx_files": f"{_M}docs:compare_docx_files",
     "compare_docx_tables": f"{_M}docs:compare_docx_tables",
+    **{
+        name: f"{_M}docs:{name}"
+        for name in (
+            "compare_line_spacing",
+            "contains_page_break",
+            "is_first_line_centered",
+            "check_italic_font_size_14",
+            "compare_font_names",
+            "has_page_numbers_in_footers",
+            "evaluate_strike_through_last_paragraph",
+            "find_default_font",
+        )
+    },
     "compare_pptx_files": f"{_M}slides:compare_pptx_files",
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import Any
 
 
 def _paragraphs(path: str | None) -> list[str] | None:
@@ -75,3 +76,114 @@ def compare_docx_tables(result: str | None, expected: str | None) -> float:
                 if x.cell(i, j).text.strip() != y.cell(i, j).text.strip():
                     return 0.0
     return 1.0
+
+
+# -- Writer's single-purpose checks (OSWorld's names and arguments) ---------------------------------------
+
+
+def _document(path: str | None) -> Any:
+    import docx
+
+    if not path:
+        return None
+    try:
+        return docx.Document(path)
+    except Exception:
+        return None
+
+
+def _same_text(result: str | None, expected: str | None) -> bool:
+    return compare_docx_files(result, expected) == 1.0
+
+
+def _runs(doc: Any) -> list[Any]:
+    return [run for p in doc.paragraphs for run in p.runs]
+
+
+def compare_line_spacing(result: str | None, expected: str | None) -> float:
+    """The same text, and each paragraph's line spacing as in the expected document."""
+    a, b = _document(result), _document(expected)
+    if a is None or b is None or not _same_text(result, expected) or len(a.paragraphs) != len(b.paragraphs):
+        return 0.0
+    pairs = zip(a.paragraphs, b.paragraphs, strict=True)
+    return float(all(x.paragraph_format.line_spacing == y.paragraph_format.line_spacing for x, y in pairs))
+
+
+def contains_page_break(result: str | None, rules: dict[str, Any] | None = None) -> float:
+    """At least one page break (exactly `page_break_count` when the rules give it)."""
+    doc = _document(result)
+    if doc is None:
+        return 0.0
+    from docx.oxml.ns import qn
+
+    breaks = sum(
+        1 for run in _runs(doc) for br in run.element.iter(qn("w:br")) if br.get(qn("w:type")) == "page"
+    )
+    want = (rules or {}).get("page_break_count")
+    return float(breaks > 0 and (want is None or breaks == want))
+
+
+def is_first_line_centered(result: str | None) -> float:
+    from docx.enum.text import WD_ALIGN_PARAGRAPH
+
+    doc = _document(result)
+    return float(
+        doc is not None and bool(doc.paragraphs) and doc.paragraphs[0].alignment == WD_ALIGN_PARAGRAPH.CENTER
+    )
+
+
+def check_italic_font_size_14(result: str | None, expected: str | None) -> float:
+    """The same text, and every italic run set in 14 pt."""
+    doc = _document(result)
+    if doc is None or not _same_text(result, expected):
+        return 0.0
+    return float(
+        all(run.font.size is not None and run.font.size.pt == 14 for run in _runs(doc) if run.italic)
+    )
+
+
+def compare_font_names(result: str | None, rules: dict[str, Any]) -> float:
+    """Every run in the font `rules["font_name"]`."""
+    doc = _document(result)
+    return float(doc is not None and all(run.font.name == rules["font_name"] for run in _runs(doc)))
+
+
+def has_page_numbers_in_footers(result: str | None) -> float:
+    """Each section's footer starts with a paragraph holding a digit (a page number field's last value)."""
+    doc = _document(result)
+    if doc is None:
+        return 0.0
+    for section in doc.sections:
+        paragraphs = section.footer.paragraphs
+        if not paragraphs or not any(ch.isdigit() for ch in paragraphs[0].text):
+            return 0.0
+    return 1.0
+
+
+def evaluate_strike_through_last_paragraph(result: str | None, expected: str | None) -> float:
+    """The same text, and every run of the last paragraph struck through."""
+    doc = _document(result)
+    if doc is None or not doc.paragraphs or not _same_text(result, expected):
+        return 0.0
+    return float(all(run.font.strike for run in doc.paragraphs[-1].runs))
+
+
+def find_default_font(result: str | None, rules: dict[str, Any]) -> float:
+    """Writer's default font in the user profile's registrymodifications.xcu is `rules["font_name"]`."""
+    import xml.etree.ElementTree as ET
+
+    if not result:
+        return 0.0
+    try:
+        root = ET.parse(result).getroot()
+    except (ET.ParseError, OSError):
+        return 0.0
+    oor = "{http://openoffice.org/2001/registry}"
+    font = None
+    for item in root.iter("item"):
+        if item.get(f"{oor}path") == "/org.openoffice.Office.Writer/DefaultFont":
+            for prop in item.iter("prop"):
+                if prop.get(f"{oor}name") == "Standard":
+                    value = prop.find("value")
+                    font = value.text if value is not None else None
+    return float(font == rules["font_name"])

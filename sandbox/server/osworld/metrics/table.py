@@ -1,6 +1,7 @@
-"""Spreadsheets: OSWorld's `compare_table` (rules `sheet_name`, `sheet_data`, `check_cell` on values), read
-with openpyxl from the saved file. Values are the ones the application stored with the file (a formula's
-cached result), as OSWorld's pandas reading gives."""
+"""Spreadsheets: OSWorld's `compare_table`, read with openpyxl from the saved file. Rules: `sheet_name`,
+`sheet_data` (values the application stored with the file: a formula's cached result, as OSWorld's pandas
+reading gives), `check_cell` (the value, or a style: CELL_PROPS), `freeze` (the frozen rows and columns,
+not the scroll position) and `zoom`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,20 @@ import operator
 import re
 from typing import Any
 
-RULES = frozenset({"sheet_name", "sheet_data", "check_cell"})
-CELL_PROPS = frozenset({"value"})
+RULES = frozenset({"sheet_name", "sheet_data", "check_cell", "freeze", "zoom"})
+# A cell's style as OSWorld reads it; a style of an empty cell reads as None ("merge" and the fill apart).
+_STYLES = {
+    "number_format": lambda c: c.number_format if c.data_type == "n" else None,
+    "font_name": lambda c: c.font.name,
+    "font_family": lambda c: c.font.family,
+    "font_color": lambda c: c.font.color.rgb if c.font.color is not None else None,
+    "font_bold": lambda c: c.font.bold,
+    "font_italic": lambda c: c.font.italic,
+    "font_underline": lambda c: c.font.underline,
+    "font_size": lambda c: c.font.size,
+    "hyperlink": lambda c: c.hyperlink or "",
+}
+CELL_PROPS = frozenset({"value", "merge", "fill_type", "bgcolor", "fgcolor", *_STYLES})
 METHODS = ("eq", "ne", "lt", "le", "gt", "ge", "approx:", "re", "str_list_eq", "str_set_eq")
 
 
@@ -48,6 +61,31 @@ def _rows(ws: Any, precision: int) -> list[tuple[Any, ...]]:
         rows.pop()
     width = max((max((i + 1 for i, v in enumerate(r) if v is not None), default=0) for r in rows), default=0)
     return [tuple(r[:width]) + (None,) * (width - len(r[:width])) for r in rows]
+
+
+def cell_prop(cell: Any, prop: str) -> Any:
+    from openpyxl.cell.cell import MergedCell
+
+    if prop == "value":
+        return cell.value
+    if prop == "merge":
+        return isinstance(cell, MergedCell)
+    if prop == "fill_type":
+        return getattr(cell.fill, "tagname", None)
+    if prop in ("bgcolor", "fgcolor"):
+        return getattr(cell.fill.fgColor, "rgb", None)
+    return _STYLES[prop](cell) if cell.value is not None else None
+
+
+def _freeze_key(ws: Any) -> tuple[Any, ...]:
+    """The frozen rows and columns; a pane's top-left cell moves with scrolling, so it is not compared."""
+    pane = ws.sheet_view.pane
+    if pane is None:
+        return ("none",)
+    xs, ys = int(pane.xSplit or 0), int(pane.ySplit or 0)
+    if (pane.state or "").lower() in ("frozen", "frozensplit"):
+        return ("frozen", xs, ys)
+    return ("other", xs, ys, pane.topLeftCell)
 
 
 def match_value(value: Any, rule: dict[str, Any]) -> bool:
@@ -89,10 +127,14 @@ def compare_table(result: str | None, expected: str | None = None, rules: list[d
         elif kind == "check_cell":
             ws = _sheet(r["sheet_idx"], book_r, book_e)
             ok = ws is not None and all(
-                match_value(ws[r["coordinate"]].value, rule)
-                for prop, rule in r["props"].items()
-                if prop == "value"
+                match_value(cell_prop(ws[r["coordinate"]], prop), rule) for prop, rule in r["props"].items()
             )
+        elif kind == "freeze":
+            a, b = _sheet(r["sheet_idx0"], book_r, book_e), _sheet(r["sheet_idx1"], book_r, book_e)
+            ok = a is not None and b is not None and _freeze_key(a) == _freeze_key(b)
+        elif kind == "zoom":
+            ws = _sheet(r["sheet_idx"], book_r, book_e)
+            ok = ws is not None and match_value(ws.sheet_view.zoomScale or 100.0, r)
         else:
             raise ValueError(f"compare_table: rule {kind!r} is not supported")
         if not ok:

@@ -1,0 +1,108 @@
+"""OSWorld's metrics as the boxes implement them, on files made for each case: one that must pass and one
+that must not. They run in the in-box server's host environment (openpyxl, python-docx, python-pptx: the
+trainer's environment has none), the same code and pins as in the image."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox.base import cua_home
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+CASES = r"""
+import json, sys, openpyxl, docx
+from docx.enum.text import WD_ALIGN_PARAGRAPH, WD_BREAK
+from docx.shared import Pt
+from openpyxl.styles import Font, PatternFill
+from sandbox.server.osworld.metrics import metric
+d = sys.argv[1]
+out = {}
+
+def doc(name, paragraphs, **kw):
+    document = docx.Document()
+    for i, text in enumerate(paragraphs):
+        p = document.add_paragraph()
+        run = p.add_run(text)
+        if kw.get("center_first") and i == 0: p.alignment = WD_ALIGN_PARAGRAPH.CENTER
+        if kw.get("spacing"): p.paragraph_format.line_spacing = kw["spacing"]
+        if kw.get("italic14") is not None and i == 0: run.italic = True; run.font.size = Pt(kw["italic14"])
+        if kw.get("strike_last") and i == len(paragraphs) - 1: run.font.strike = True
+        if kw.get("font"): run.font.name = kw["font"]
+        if kw.get("page_break") and i == 0: run.add_break(WD_BREAK.PAGE)
+    if kw.get("footer"): document.sections[0].footer.paragraphs[0].text = kw["footer"]
+    path = f"{d}/{name}.docx"; document.save(path); return path
+
+text = ["First line.", "Second line."]
+gold = doc("gold", text)
+out["compare_docx_files"] = [metric("compare_docx_files")(doc("a", text), gold),
+                             metric("compare_docx_files")(doc("b", ["First line.", "Other."]), gold)]
+out["compare_line_spacing"] = [metric("compare_line_spacing")(doc("c", text, spacing=2.0), doc("g2", text, spacing=2.0)),
+                               metric("compare_line_spacing")(doc("d", text, spacing=1.5), doc("g3", text, spacing=2.0))]
+out["contains_page_break"] = [metric("contains_page_break")(doc("e", text, page_break=True), {"page_break_count": 1}),
+                              metric("contains_page_break")(doc("f", text), {})]
+out["is_first_line_centered"] = [metric("is_first_line_centered")(doc("g", text, center_first=True)),
+                                 metric("is_first_line_centered")(doc("h", text))]
+out["check_italic_font_size_14"] = [metric("check_italic_font_size_14")(doc("i", text, italic14=14), gold),
+                                    metric("check_italic_font_size_14")(doc("j", text, italic14=12), gold)]
+out["compare_font_names"] = [metric("compare_font_names")(doc("k", text, font="Liberation Serif"), {"font_name": "Liberation Serif"}),
+                             metric("compare_font_names")(doc("l", text, font="DejaVu Sans"), {"font_name": "Liberation Serif"})]
+out["has_page_numbers_in_footers"] = [metric("has_page_numbers_in_footers")(doc("m", text, footer="Page 1")),
+                                      metric("has_page_numbers_in_footers")(doc("n", text, footer="Page"))]
+out["evaluate_strike_through_last_paragraph"] = [
+    metric("evaluate_strike_through_last_paragraph")(doc("o", text, strike_last=True), gold),
+    metric("evaluate_strike_through_last_paragraph")(doc("p", text), gold)]
+xcu = '<oor:items xmlns:oor="http://openoffice.org/2001/registry"><item oor:path="/org.openoffice.Office.Writer/DefaultFont"><prop oor:name="Standard" oor:op="fuse"><value>{}</value></prop></item></oor:items>'
+for name, font in (("q", "Liberation Serif"), ("r", "DejaVu Sans")):
+    open(f"{d}/{name}.xcu", "w").write(xcu.format(font))
+out["find_default_font"] = [metric("find_default_font")(f"{d}/q.xcu", {"font_name": "Liberation Serif"}),
+                            metric("find_default_font")(f"{d}/r.xcu", {"font_name": "Liberation Serif"})]
+
+def book(name, bold=False, fill=None, freeze=None, zoom=None, merge=False, b2=42):
+    wb = openpyxl.Workbook(); ws = wb.active
+    ws.append(["name", "value"]); ws.append(["answer", b2])
+    ws["B2"].font = Font(bold=bold)
+    if fill: ws["B2"].fill = PatternFill("solid", fgColor=fill)
+    if freeze: ws.freeze_panes = freeze
+    if zoom: ws.sheet_view.zoomScale = zoom
+    if merge: ws.merge_cells("A1:B1")
+    path = f"{d}/{name}.xlsx"; wb.save(path); return path
+
+table = metric("compare_table")
+cell = lambda props: {"rules": [{"type": "check_cell", "sheet_idx": 0, "coordinate": "B2", "props": props}]}
+out["check_cell"] = [
+    table(book("s", bold=True, fill="FFFF0000"), None, **cell({"value": {"method": "eq", "ref": 42},
+          "font_bold": {"method": "eq", "ref": True}, "bgcolor": {"method": "eq", "ref": "FFFF0000"}})),
+    table(book("t", bold=False, fill="FFFF0000"), None, **cell({"font_bold": {"method": "eq", "ref": True}})),
+]
+out["merge"] = [
+    table(book("u", merge=True), None, rules=[{"type": "check_cell", "sheet_idx": 0, "coordinate": "B1", "props": {"merge": {"method": "eq", "ref": True}}}]),
+    table(book("v"), None, rules=[{"type": "check_cell", "sheet_idx": 0, "coordinate": "B1", "props": {"merge": {"method": "eq", "ref": True}}}]),
+]
+freeze = {"rules": [{"type": "freeze", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]}
+out["freeze"] = [table(book("w", freeze="A2"), book("x", freeze="A2"), **freeze),
+                 table(book("y", freeze="B2"), book("z", freeze="A2"), **freeze)]
+zoom = {"rules": [{"type": "zoom", "sheet_idx": 0, "method": "eq", "ref": 150}]}
+out["zoom"] = [table(book("z1", zoom=150), None, **zoom), table(book("z2"), None, **zoom)]
+print(json.dumps(out))
+"""
+
+
+def test_each_metric_passes_its_case_and_fails_the_other(tmp_path):
+    python = (cua_home() / "sandbox" / "host-python").read_text().strip()
+    out = subprocess.run(
+        [python, "-c", CASES, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    results = json.loads(out.stdout)
+    assert {name: scores for name, scores in results.items() if scores != [1.0, 0.0]} == {}
+    assert len(results) == 13
