@@ -89,6 +89,30 @@ out["freeze"] = [table(book("w", freeze="A2"), book("x", freeze="A2"), **freeze)
                  table(book("y", freeze="B2"), book("z", freeze="A2"), **freeze)]
 zoom = {"rules": [{"type": "zoom", "sheet_idx": 0, "method": "eq", "ref": 150}]}
 out["zoom"] = [table(book("z1", zoom=150), None, **zoom), table(book("z2"), None, **zoom)]
+for name, value in (("q2", "3"), ("r2", "10")):
+    open(f"{d}/{name}.xcu", "w").write(xcu.replace("/org.openoffice.Office.Writer/DefaultFont", "/org.openoffice.Office.Common/Save/Document").replace("Standard", "AutoSaveTimeIntervall").format(value))
+out["check_auto_saving_time"] = [metric("check_auto_saving_time")(f"{d}/q2.xcu", {"minutes": 3}),
+                                 metric("check_auto_saving_time")(f"{d}/r2.xcu", {"minutes": 3})]
+for name, value in (("q3", "false"), ("r3", "true")):
+    open(f"{d}/{name}.xcu", "w").write(xcu.replace("/org.openoffice.Office.Writer/DefaultFont", "/org.openoffice.Office.Impress/Misc/Start").replace("Standard", "EnablePresenterScreen").format(value))
+out["check_presenter_console_disable"] = [metric("check_presenter_console_disable")(f"{d}/q3.xcu"),
+                                          metric("check_presenter_console_disable")(f"{d}/r3.xcu")]
+
+from pptx import Presentation
+from pptx.oxml.ns import qn
+from lxml import etree
+def deck(name, portrait=False, transition=None):
+    prs = Presentation()
+    if portrait: prs.slide_width, prs.slide_height = prs.slide_height, prs.slide_width
+    slide = prs.slides.add_slide(prs.slide_layouts[5]); slide.shapes.title.text = "T"
+    if transition:
+        t = etree.SubElement(slide._element, qn("p:transition")); etree.SubElement(t, qn(f"p:{transition}"))
+    path = f"{d}/{name}.pptx"; prs.save(path); return path
+out["check_slide_orientation_Portrait"] = [metric("check_slide_orientation_Portrait")(deck("s1", portrait=True)),
+                                           metric("check_slide_orientation_Portrait")(deck("s2"))]
+rule = {"slide_idx": 0, "transition_type": "dissolve"}
+out["check_transition"] = [metric("check_transition")(deck("s3", transition="dissolve"), rule),
+                           metric("check_transition")(deck("s4", transition="fade"), rule)]
 print(json.dumps(out))
 """
 
@@ -105,4 +129,4 @@ def test_each_metric_passes_its_case_and_fails_the_other(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     results = json.loads(out.stdout)
     assert {name: scores for name, scores in results.items() if scores != [1.0, 0.0]} == {}
-    assert len(results) == 13
+    assert len(results) == 17

@@ -6,28 +6,26 @@ import shutil
 from pathlib import Path
 
 # A first start shows a tip dialog and a what's-new bar: a profile that has seen them (OSWorld's VM image
-# has them dismissed the same way). Saving in a Microsoft format asks whether to keep it unless told not to.
+# has them dismissed the same way).
 _ITEM = '<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop></item>'
-_SETTINGS = (
+_SEEN = (
     ("/org.openoffice.Setup/Product", "ooSetupLastVersion", "99.0"),
     ("/org.openoffice.Office.Common/Misc", "FirstRun", "false"),
     ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "false"),
+)
+# Our suite's fast path: save in Microsoft formats without asking to keep them, no autosave or recovery.
+_QUIET = (
+    ("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat", "false"),
     ("/org.openoffice.Office.Recovery/AutoSave", "Enabled", "false"),
     ("/org.openoffice.Office.Recovery/RecoveryInfo", "Enabled", "false"),
 )
 
 
-def fresh_profile(home: Path, ask_before_foreign_formats: bool) -> None:
-    """Writes a new profile under `home`. `ask_before_foreign_formats`: LibreOffice's default, which
-    OSWorld's tasks expect (their save steps press Enter on that question); False saves with Ctrl+S alone."""
-    settings = [
-        *_SETTINGS,
-        (
-            "/org.openoffice.Office.Common/Save/Document",
-            "WarnAlienFormat",
-            str(ask_before_foreign_formats).lower(),
-        ),
-    ]
+def fresh_profile(home: Path, osworld_defaults: bool) -> None:
+    """Writes a new profile under `home`. `osworld_defaults`: LibreOffice's own settings otherwise, which
+    OSWorld's tasks expect (their save steps press Enter on the keep-the-format question; some change the
+    autosave interval); False: our suite's, where Ctrl+S alone saves."""
+    settings = [*_SEEN, *(() if osworld_defaults else _QUIET)]
     items = "\n".join(_ITEM.format(path=p, name=n, value=v) for p, n, v in settings)
     root = home / ".config/libreoffice"
     shutil.rmtree(root, ignore_errors=True)

@@ -68,7 +68,7 @@ class OfficeRuntime(Runtime):
             raise TaskError(f"unknown office task {name!r}; known: {', '.join(self.tasks())}")
         self.close()
         home = task_home()
-        fresh_profile(home, ask_before_foreign_formats=False)  # the oracles save with Ctrl+S alone
+        fresh_profile(home, osworld_defaults=False)  # the oracles save with Ctrl+S alone
         self.env = TaskEnv(self.display, home, self._asset)
         self.task, self.name = make(seed), name
         for rel, write in self.task.files.items():

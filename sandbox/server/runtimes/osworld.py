@@ -63,7 +63,7 @@ class OSWorldRuntime(Runtime):
             raise TaskError(f"osworld/{name}: this box lacks {'; '.join(missing)}")
         self.close()
         home = task_home()
-        fresh_profile(home, ask_before_foreign_formats=True)
+        fresh_profile(home, osworld_defaults=True)
         self.env, self.task, self.assets = TaskEnv(self.display, home, self._asset), task, decoded
         try:
             setup(self.env, task)

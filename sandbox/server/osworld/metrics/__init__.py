@@ -42,9 +42,14 @@ METRICS: dict[str, str] = {
             "compare_font_names",
             "has_page_numbers_in_footers",
             "evaluate_strike_through_last_paragraph",
-            "find_default_font",
         )
     },
+    **{
+        name: f"{_M}profile:{name}"
+        for name in ("find_default_font", "check_auto_saving_time", "check_presenter_console_disable")
+    },
+    "check_slide_orientation_Portrait": f"{_M}slides:check_slide_orientation_Portrait",
+    "check_transition": f"{_M}slides:check_transition",
     "compare_pptx_files": f"{_M}slides:compare_pptx_files",
 }
 

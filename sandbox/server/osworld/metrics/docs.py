@@ -166,24 +166,3 @@ def evaluate_strike_through_last_paragraph(result: str | None, expected: str | N
     if doc is None or not doc.paragraphs or not _same_text(result, expected):
         return 0.0
     return float(all(run.font.strike for run in doc.paragraphs[-1].runs))
-
-
-def find_default_font(result: str | None, rules: dict[str, Any]) -> float:
-    """Writer's default font in the user profile's registrymodifications.xcu is `rules["font_name"]`."""
-    import xml.etree.ElementTree as ET
-
-    if not result:
-        return 0.0
-    try:
-        root = ET.parse(result).getroot()
-    except (ET.ParseError, OSError):
-        return 0.0
-    oor = "{http://openoffice.org/2001/registry}"
-    font = None
-    for item in root.iter("item"):
-        if item.get(f"{oor}path") == "/org.openoffice.Office.Writer/DefaultFont":
-            for prop in item.iter("prop"):
-                if prop.get(f"{oor}name") == "Standard":
-                    value = prop.find("value")
-                    font = value.text if value is not None else None
-    return float(font == rules["font_name"])

@@ -109,3 +109,33 @@ def compare_pptx_files(result: str | None, expected: str | None, **options: Any)
                     if any(on[k] and p != q for k, (p, q) in checks.items()):
                         return 0.0
     return 1.0
+
+
+def check_slide_orientation_Portrait(result: str | None) -> float:
+    from pptx import Presentation
+
+    if not result:
+        return 0.0
+    try:
+        prs = Presentation(result)
+    except Exception:
+        return 0.0
+    return float(prs.slide_width < prs.slide_height)
+
+
+def check_transition(result: str | None, rules: dict[str, Any]) -> float:
+    """Slide `rules["slide_idx"]` (from 0) has a transition of type `rules["transition_type"]` (the
+    element's name in PresentationML, e.g. "dissolve")."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    if not result:
+        return 0.0
+    p = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+    try:
+        with zipfile.ZipFile(result) as z:
+            root = ET.fromstring(z.read(f"ppt/slides/slide{rules['slide_idx'] + 1}.xml"))
+    except (KeyError, zipfile.BadZipFile, ET.ParseError, OSError):
+        return 0.0
+    transition = root.find(f".//{p}transition")
+    return float(transition is not None and transition.find(f".//{p}{rules['transition_type']}") is not None)
