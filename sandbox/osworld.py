@@ -151,7 +151,9 @@ def summary(checks: list[TaskCheck]) -> str:
     blockers = Counter(b.split(" http")[0] for c in checks for b in c.lacks)
     lines = [f"{d:24s} {runs[d]:4d} of {total[d]:4d} run" for d in sorted(total)]
     lines.append(f"{'total':24s} {sum(runs.values()):4d} of {len(checks):4d} run")
-    lines.append("most common blockers: " + "; ".join(f"{b} ({n})" for b, n in blockers.most_common(12)))
+    lines.append(
+        "most common blockers: " + ("; ".join(f"{b} ({n})" for b, n in blockers.most_common(12)) or "none")
+    )
     return "\n".join(lines)
 
 

@@ -14,7 +14,8 @@ SAVE = (
 
 
 def save_steps(window: str, strict: bool = True) -> list[dict[str, Any]]:
-    """OSWorld's usual postconfig: focus the window, save (Enter keeps the file's format), wait."""
+    """OSWorld's usual postconfig: focus the window, save (then Enter, as many of its tasks press, for a
+    LibreOffice that asks whether to keep the format), wait."""
     return [
         {"type": "activate_window", "parameters": {"window_name": window, "strict": strict}},
         {"type": "sleep", "parameters": {"seconds": 0.5}},
@@ -87,6 +88,56 @@ def calc_task(task_id: str) -> dict[str, Any]:
         },
         "proxy": False,
     }
+
+
+CSV_EXPORT = "csv:Text - txt - csv (StarCalc):44,34,UTF-8,,,,false,true,true,false,false,1"
+
+
+def calc_print_task(task_id: str) -> dict[str, Any]:
+    """calc_task scored as printed: the postconfig saves with Ctrl+S alone, as 45 of OSWorld's office tasks
+    do, then exports the sheet as CSV with LibreOffice while the window is open (sheet_print reads it)."""
+    task = calc_task(task_id)
+    url = f"{HF}/libreoffice_calc/{task_id}"
+    ev = task["evaluator"]
+    ev["postconfig"] = [
+        {
+            "type": "activate_window",
+            "parameters": {"window_name": "sheet.xlsx - LibreOffice Calc", "strict": True},
+        },
+        {"type": "sleep", "parameters": {"seconds": 0.5}},
+        {
+            "type": "execute",
+            "parameters": {"command": ["python", "-c", 'import pyautogui; pyautogui.hotkey("ctrl", "s");']},
+        },
+        {"type": "sleep", "parameters": {"seconds": 0.5}},
+        {
+            "type": "execute",
+            "parameters": {
+                "command": [
+                    "libreoffice",
+                    "--convert-to",
+                    CSV_EXPORT,
+                    "--outdir",
+                    "/home/user",
+                    "/home/user/sheet.xlsx",
+                ]
+            },
+        },
+    ]
+    ev["result"] = {
+        "type": "vm_file",
+        "multi": True,
+        "path": ["/home/user/sheet.xlsx", "/home/user/sheet-Sheet1.csv"],
+        "dest": ["sheet.xlsx", "sheet-Sheet1.csv"],
+    }
+    ev["expected"] = {
+        "type": "cloud_file",
+        "multi": True,
+        "path": [f"{url}/sheet_gold.xlsx", f"{url}/sheet_gold.csv"],
+        "dest": ["sheet_gold.xlsx", "sheet_gold-Sheet1.csv"],
+    }
+    ev["options"] = {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]}
+    return task
 
 
 def write(root: Path, domain: str, task: dict[str, Any]) -> Path:

@@ -6,6 +6,7 @@ then getters and metrics). A right edit scores 1, a wrong one 0."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,11 +16,12 @@ from sandbox.base import cua_home
 from sandbox.osworld import main
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
-from tests.sandbox.osworld_files import HF, calc_task, text_task, write, write_asset
+from tests.sandbox.osworld_files import HF, calc_print_task, calc_task, text_task, write, write_asset
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 TEXT_ID, CALC_ID = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-aaaaaaaaaaaa"
+PRINT_ID = "cccccccc-dddd-4eee-8fff-000000000000"
 WORKBOOKS = """
 import sys, openpyxl
 for path, b2 in ((sys.argv[1], None), (sys.argv[2], 42)):
@@ -40,6 +42,13 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> Path:
     gold = write_asset(root, f"{HF}/libreoffice_calc/{CALC_ID}/sheet_gold.xlsx", b"")
     server_python = (cua_home() / "sandbox" / "host-python").read_text().strip()
     subprocess.run([server_python, "-c", WORKBOOKS, str(sheet), str(gold)], check=True)
+    write(root, "libreoffice_calc", calc_print_task(PRINT_ID))
+    for name in ("sheet.xlsx", "sheet_gold.xlsx"):
+        shutil.copyfile(
+            sheet if name == "sheet.xlsx" else gold,
+            write_asset(root, f"{HF}/libreoffice_calc/{PRINT_ID}/{name}", b""),
+        )
+    write_asset(root, f"{HF}/libreoffice_calc/{PRINT_ID}/sheet_gold.csv", b"name,value\nanswer,42\n")
     out = root / "osworld.jsonl"
     assert main(["rows", str(root / "examples"), "--assets", str(root / "assets"), "--out", str(out)]) == 0
     return out
@@ -63,7 +72,7 @@ def _type(text: str) -> list[dict]:
 
 async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool, rows: Path):
     specs = {s.task_id: s.to_dict() for s in load_tasks(rows)}
-    text, calc = specs[f"osworld/{TEXT_ID}"], specs[f"osworld/{CALC_ID}"]
+    text, calc, printed = (specs[f"osworld/{i}"] for i in (TEXT_ID, CALC_ID, PRINT_ID))
     wait = [{"type": "wait", "seconds": 0.5}]
     text_edit = [*wait, {"type": "key", "keys": "ctrl+Home"}]
     cell_b2 = [
@@ -77,6 +86,8 @@ async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool
         ("text", "wrong"): (text, text_edit + _type("hello boss")),
         ("calc", "right"): (calc, cell_b2 + _type("42")),
         ("calc", "wrong"): (calc, cell_b2 + _type("41")),
+        ("print", "right"): (printed, cell_b2 + _type("42")),
+        ("print", "wrong"): (printed, cell_b2 + _type("41")),
     }
     results = dict(
         zip(plays, await asyncio.gather(*(_play(office_pool, r, a) for r, a in plays.values())), strict=True)
@@ -93,6 +104,9 @@ async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool
     assert results["text", "wrong"][0] == 0.0
     assert results["calc", "right"] == (1.0, {"metrics": [{"func": "compare_table", "score": 1.0}]})
     assert results["calc", "wrong"][0] == 0.0
+    # Saved with Ctrl+S alone, exported to CSV by LibreOffice beside the open window, compared as printed.
+    assert results["print", "right"] == (1.0, {"metrics": [{"func": "compare_table", "score": 1.0}]})
+    assert results["print", "wrong"][0] == 0.0
 
 
 async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(office_pool, tmp_path):

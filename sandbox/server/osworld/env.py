@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,14 @@ class TaskEnv:
     # URL -> the local file that stands for it; raises MissingAsset.
     assets: Callable[[str], Path]
     procs: list[subprocess.Popen] = field(default_factory=list)
+    _cache: Path | None = None
+
+    def cache(self) -> Path:
+        """A private folder for the files getters fetch (OSWorld's host-side cache), made on first use:
+        the agent never sees one before its episode is scored."""
+        if self._cache is None:
+            self._cache = Path(tempfile.mkdtemp(prefix="cache-"))
+        return self._cache
 
     def path(self, p: str) -> Path:
         """A task path in the box: OSWorld's /home/user is this box's home."""
@@ -76,9 +86,13 @@ class TaskEnv:
         return command
 
     def kill_all(self) -> None:
+        """The task's programs, and its cache."""
         for proc in self.procs:
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         self.procs.clear()
+        if self._cache is not None:
+            shutil.rmtree(self._cache, ignore_errors=True)
+            self._cache = None

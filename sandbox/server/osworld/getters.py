@@ -7,23 +7,27 @@ behind URLs (`cloud_file`) are the host's local copies (TaskEnv.assets).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from sandbox.server.osworld.env import MissingAsset, TaskEnv
 from sandbox.server.osworld.steps import execute
 
 
-def _multi(spec: dict[str, Any], one: Callable[[str], Any]) -> Any:
+def _multi(spec: dict[str, Any], one: Callable[[str, str], Any]) -> Any:
+    """`one(path, dest)` for the spec's path, or for each of its paths (`multi`), of which `gives` chooses."""
     if not spec.get("multi"):
-        return one(spec["path"])
-    paths = [one(p) for p in spec["path"]]
+        return one(spec["path"], spec.get("dest") or "")
+    dests = spec.get("dest") or [""] * len(spec["path"])
+    paths = [one(p, d) for p, d in zip(spec["path"], dests, strict=False)]
     gives = spec.get("gives", [0])
     return paths[gives[0]] if len(gives) == 1 else [paths[i] for i in gives]
 
 
 def vm_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
-    def one(p: str) -> str | None:
+    def one(p: str, dest: str) -> str | None:
         path = env.path(p)
         return str(path) if path.is_file() else None
 
@@ -31,11 +35,19 @@ def vm_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
 
 
 def cloud_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
-    def one(url: str) -> str | None:
+    """The URL's file under its `dest` name in the task's cache, as OSWorld's (sheet_print finds a gold
+    workbook's CSV beside it by name)."""
+
+    def one(url: str, dest: str) -> str | None:
         try:
-            return str(env.assets(url))
+            src = env.assets(url)
         except MissingAsset:
             return None
+        if not dest:
+            return str(src)
+        path = env.cache() / Path(dest).name
+        shutil.copyfile(src, path)
+        return str(path)
 
     return _multi(spec, one)
 

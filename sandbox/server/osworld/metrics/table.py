@@ -6,10 +6,11 @@ not the scroll position) and `zoom`."""
 from __future__ import annotations
 
 import operator
+import os
 import re
 from typing import Any
 
-RULES = frozenset({"sheet_name", "sheet_data", "check_cell", "freeze", "zoom"})
+RULES = frozenset({"sheet_name", "sheet_data", "sheet_print", "check_cell", "freeze", "zoom"})
 # A cell's style as OSWorld reads it; a style of an empty cell reads as None ("merge" and the fill apart).
 _STYLES = {
     "number_format": lambda c: c.number_format if c.data_type == "n" else None,
@@ -51,6 +52,25 @@ def _sheet(idx: int | str, result: Any, expected: Any) -> Any:
     if isinstance(key, int):
         return book[names[key]] if 0 <= key < len(names) else None
     return book[key] if key in names else None
+
+
+def _printed(
+    idx: int | str, result: str, expected: str | None, book_r: Any, book_e: Any, ignore_case: bool
+) -> Any:
+    """A sheet as printed: the CSV the task's postconfig exported beside its workbook (`<book>-<sheet>.csv`),
+    its lines stripped, trailing empty ones dropped. None when absent."""
+    ws = _sheet(idx, book_r, book_e)
+    path = result if ws is not None and ws.parent is book_r else expected
+    if ws is None or path is None:
+        return None
+    try:
+        with open(f"{os.path.splitext(path)[0]}-{ws.title}.csv", encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f.read().splitlines()]
+    except OSError:
+        return None
+    while lines and not lines[-1]:
+        lines.pop()
+    return [line.lower() for line in lines] if ignore_case else lines
 
 
 def _rows(ws: Any, precision: int) -> list[tuple[Any, ...]]:
@@ -124,6 +144,11 @@ def compare_table(result: str | None, expected: str | None = None, rules: list[d
             a, b = _sheet(r["sheet_idx0"], book_r, book_e), _sheet(r["sheet_idx1"], book_r, book_e)
             precision = r.get("precision", 4)
             ok = a is not None and b is not None and _rows(a, precision) == _rows(b, precision)
+        elif kind == "sheet_print":
+            case = bool(r.get("ignore_case", False))
+            a = _printed(r["sheet_idx0"], result, expected, book_r, book_e, case)  # type: ignore[arg-type]
+            b = _printed(r["sheet_idx1"], result, expected, book_r, book_e, case)  # type: ignore[arg-type]
+            ok = a is not None and a == b
         elif kind == "check_cell":
             ws = _sheet(r["sheet_idx"], book_r, book_e)
             ok = ws is not None and all(
