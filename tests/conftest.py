@@ -26,7 +26,7 @@ def office_image(sandbox_setup: None) -> str:
     """The office flavour (LibreOffice over the desktop image): built by setup on first use, else a no-op."""
     setup = Path(__file__).resolve().parents[1] / "scripts" / "setup_sandbox.sh"
     subprocess.run(["bash", str(setup), "office_image"], check=True, stdin=subprocess.DEVNULL)
-    return "cua-sandbox-office:latest"
+    return f"{os.environ.get('CUA_OFFICE_IMAGE', 'cua-sandbox-office')}:latest"  # the build script's name
 
 
 @pytest.fixture(autouse=True)
