@@ -118,7 +118,7 @@ class FixedLatencySandbox:
         await asyncio.sleep(self.latency_s)
         return {"ok": True}, self.png
 
-    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
+    async def evaluate(self, wait_s: float = 0.5, gave_up: bool = False) -> dict[str, Any]:
         await asyncio.sleep(self.latency_s)
         return {"reward": 1.0}
 

@@ -189,8 +189,10 @@ class Sandbox:
         self.reusable &= family.reusable
         return await self.client.reset(task_id, seed, source)
 
-    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
-        return await self.client.evaluate(wait_s)
+    async def evaluate(self, wait_s: float = 0.5, gave_up: bool = False) -> dict[str, Any]:
+        """The task's verdict. `gave_up`: the agent's last action declared the task impossible (OSWorld's
+        FAIL: 1 on its infeasible tasks, 0 on the others; other families ignore it)."""
+        return await self.client.evaluate(wait_s, gave_up)
 
     async def oracle(self) -> dict[str, Any]:
         return await self.client.oracle()

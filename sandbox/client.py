@@ -44,7 +44,7 @@ class ControlClient(Protocol):
     async def reset(
         self, task_id: str, seed: int = 0, source: dict[str, Any] | None = None
     ) -> dict[str, Any]: ...
-    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]: ...
+    async def evaluate(self, wait_s: float = 0.5, gave_up: bool = False) -> dict[str, Any]: ...
     async def oracle(self) -> dict[str, Any]: ...
     async def aclose(self) -> None: ...
 
@@ -166,8 +166,9 @@ class SandboxClient:
         body = {"task_id": task_id, "seed": seed, **({"osworld": source} if source is not None else {})}
         return (await self._request("POST", "/task/reset", json=body, timeout=90.0)).json()
 
-    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
-        return (await self._request("POST", "/task/evaluate", json={"wait_s": wait_s})).json()
+    async def evaluate(self, wait_s: float = 0.5, gave_up: bool = False) -> dict[str, Any]:
+        body = {"wait_s": wait_s, **({"gave_up": True} if gave_up else {})}
+        return (await self._request("POST", "/task/evaluate", json=body)).json()
 
     async def oracle(self) -> dict[str, Any]:
         return (await self._request("GET", "/task/oracle")).json()

@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 from sandbox.server.osworld.support import lacks
 
 TASK_KEYS = ("id", "instruction", "evaluator")
+OFFICE_IMAGE = "cua-sandbox-office:latest"
 
 
 class OSWorldTaskError(ValueError):
@@ -171,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.add_argument("--out", type=Path, required=True)
     rows.add_argument("--split", default="test", choices=("train", "val", "test"))
     rows.add_argument("--max-turns", type=int, default=15)
+    rows.add_argument("--image", default=OFFICE_IMAGE, help="the boxes' image (default: %(default)s)")
     args = ap.parse_args(argv)
     if not args.folder.is_dir():
         ap.error(f"{args.folder}: not a folder")
@@ -188,15 +190,15 @@ def main(argv: list[str] | None = None) -> int:
         runnable = [c for c in checks if c.runs]
         with args.out.open("w") as f:
             for c in runnable:
-                f.write(
-                    json.dumps(row(args.folder / c.file, args.assets, here, args.split, args.max_turns))
-                    + "\n"
-                )
+                one = row(args.folder / c.file, args.assets, here, args.split, args.max_turns, args.image)
+                f.write(json.dumps(one) + "\n")
         print(f"wrote {len(runnable)} rows to {args.out}")
     return 0
 
 
-def row(file: Path, assets: Path, here: Path, split: str, max_turns: int) -> dict[str, Any]:
+def row(
+    file: Path, assets: Path, here: Path, split: str, max_turns: int, image: str = OFFICE_IMAGE
+) -> dict[str, Any]:
     """A task row for `file`, its paths relative to the row file's folder `here`."""
     task = read_task(file)
     assert task is not None
@@ -208,7 +210,7 @@ def row(file: Path, assets: Path, here: Path, split: str, max_turns: int) -> dic
             "assets": os.path.relpath(assets.resolve(), here),
         },
         "sandbox": {
-            "image": "cua-sandbox-office:latest",
+            "image": image,
             "resources": {"memory_mb": 2048, "screen": "1280x800"},
         },
         "max_turns": max_turns,

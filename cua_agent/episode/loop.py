@@ -172,7 +172,9 @@ async def _loop(
                 break
         else:
             ep.status = "max_turns"
-        ep.task_reward = float((await sandbox.evaluate())["reward"])
+        last = ep.turns[-1].action if ep.turns else None
+        gave_up = isinstance(last, Done) and last.success is False  # "this cannot be done" (OSWorld's FAIL)
+        ep.task_reward = float((await sandbox.evaluate(gave_up=gave_up))["reward"])
     except (SandboxDied, SandboxTimeout) as exc:
         # A box that can hand the policy a shell (a task of a family that is not `reusable`: sandbox/server/task_families.py) and died or went silent
         # from inside after its actions is the policy's doing: its 0, not a way out of one.

@@ -318,8 +318,9 @@ class GboxBoxClient:
         body = {"task_id": task_id, "seed": seed, **({"osworld": source} if source is not None else {})}
         return await self.call("POST", "/task/reset", body, timeout=90.0)
 
-    async def evaluate(self, wait_s: float = 0.5) -> dict[str, Any]:
-        return await self.call("POST", "/task/evaluate", {"wait_s": wait_s}, timeout=60.0)
+    async def evaluate(self, wait_s: float = 0.5, gave_up: bool = False) -> dict[str, Any]:
+        body = {"wait_s": wait_s, **({"gave_up": True} if gave_up else {})}
+        return await self.call("POST", "/task/evaluate", body, timeout=60.0)
 
     async def oracle(self) -> dict[str, Any]:
         return await self.call("GET", "/task/oracle", timeout=60.0)

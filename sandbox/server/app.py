@@ -147,6 +147,11 @@ class Controller:
         with self.lock:
             if self.active is None:
                 raise TaskError("no task has been reset")
+            # The agent's own verdict that the task cannot be done (its last action, done with failure):
+            # OSWorld scores it (`infeasible` tasks); other runtimes score what the task left behind.
+            gave_up = isinstance(body, dict) and body.get("gave_up") is True
+            if self.active.scores_giving_up:
+                return {"task_id": self.task_id, **self.active.evaluate(float(wait_s), gave_up)}  # type: ignore[call-arg]
             return {"task_id": self.task_id, **self.active.evaluate(float(wait_s))}
 
     def status(self) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from cua_agent.episode.families import FAMILIES
 from cua_agent.evaluate.__main__ import main
 from cua_agent.viewer import pages
 from cua_agent.viewer.runs import Run
+from sandbox.osworld import main as osworld_main
+from tests.sandbox.osworld_files import HF, text_task, write, write_asset
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +35,8 @@ MKDIR = re.compile(r"create a folder named (\S+) in (\S+)\.")
 
 
 def policy(instruction: str, turn: int) -> Any:
+    if "video" in instruction:  # the OSWorld rows below: declares them impossible (OSWorld's FAIL)
+        return Done(success=False)
     found = MKDIR.search(instruction)
     if found is None:
         return Done(success=True)
@@ -122,3 +126,37 @@ def test_the_office_suites_test_split_is_scored_by_its_boxes(tmp_path, monkeypat
     mkdir = next(e for e in episodes if e["task_id"] == "office/terminal-mkdir" and e["task_reward"] == 1.0)
     page = pages.turn(run, "rollouts.jsonl", mkdir["episode"], 1)
     assert page is not None and "mkdir /home/sandbox/work/" in page and "<img" in page
+
+
+def test_osworld_rows_score_the_agents_verdict_as_osworld_does(tmp_path, monkeypatch, office_image):
+    """An `infeasible` OSWorld task succeeds only when the agent's last action declares it impossible
+    (done with failure, OSWorld's FAIL); a feasible task the agent gives up on scores 0. The stand-in
+    gives up on both."""
+    infeasible, feasible = "44444444-5555-4666-8777-888888888888", "99999999-aaaa-4bbb-8ccc-dddddddddddd"
+    impossible = text_task(infeasible)
+    impossible["instruction"] = "Turn notes.txt on the Desktop into a video with narration."
+    impossible["evaluator"] = {"func": "infeasible"}
+    possible = text_task(feasible)
+    possible["instruction"] = "Put the line 'hello box' at the top of notes.txt (not a video) and save it."
+    for task in (impossible, possible):
+        write(tmp_path, "os", task)
+        write_asset(tmp_path, f"{HF}/os/{task['id']}/notes.txt", b"first line\n")
+    write_asset(tmp_path, f"{HF}/os/{feasible}/notes_gold.txt", b"hello box\nfirst line\n")
+    rows = tmp_path / "osworld.jsonl"
+    args = ["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)]
+    assert osworld_main([*args, "--image", office_image]) == 0
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    api = PolicyStandIn()
+    out = tmp_path / "eval"
+    try:
+        rc = main([
+            "--base-url", api.base_url, "--model", "hosted-vl", "--model-family", "qwen3-vl",
+            "--tasks", str(rows), "--split", "test", "--seeds-per-task", "1", "--max-turns", "3",
+            "--concurrency", "2", "--out", str(out),
+        ])  # fmt: skip
+    finally:
+        api.server.shutdown()
+    assert rc == 0
+    tasks = json.loads((out / "report.json").read_text())["tasks"]
+    assert tasks[f"osworld/{infeasible}"]["successes"] == 1 and tasks[f"osworld/{feasible}"]["successes"] == 0
+    assert tasks[f"osworld/{feasible}"]["episodes"] == 1

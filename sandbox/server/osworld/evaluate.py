@@ -23,11 +23,18 @@ def setup(env: TaskEnv, task: dict[str, Any]) -> None:
     run_steps(env, task.get("config") or [], "config")
 
 
-def evaluate(env: TaskEnv, task: dict[str, Any]) -> dict[str, Any]:
-    """{'score': float, 'metrics': [{'func', 'score'}...]}."""
+def evaluate(env: TaskEnv, task: dict[str, Any], gave_up: bool = False) -> dict[str, Any]:
+    """{'score': float, 'metrics': [{'func', 'score'}...]}. `gave_up`: the agent's last action declared the
+    task impossible (OSWorld's FAIL): an `infeasible` task's only success, any other task's 0."""
     ev = task["evaluator"]
     run_steps(env, ev.get("postconfig") or [], "evaluator.postconfig")
     funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
+    if funcs == ["infeasible"] or gave_up:
+        score = float(gave_up and funcs == ["infeasible"])
+        return {
+            "score": score,
+            "metrics": [{"func": "infeasible" if funcs == ["infeasible"] else "gave_up", "score": score}],
+        }
     n = len(funcs)
     results = as_list(ev.get("result"), n)
     expecteds = as_list(ev.get("expected"), n)

@@ -111,8 +111,7 @@ def lacks(task: dict[str, Any], has_asset: Callable[[str], bool] = lambda url: F
     for step in [*(task.get("config") or []), *(ev.get("postconfig") or [])]:
         out += _step_lacks(step, has_asset)
     funcs = ev.get("func") if isinstance(ev.get("func"), list) else [ev.get("func")]
-    if funcs == ["infeasible"]:
-        out.append("metric infeasible (the agent's FAIL action)")
+    if funcs == ["infeasible"]:  # scored from the agent's verdict alone (OSWorld's FAIL: done with failure)
         return list(dict.fromkeys(out))
     n = len(funcs)
     for key in ("result", "expected", "options"):

@@ -16,6 +16,9 @@ class Runtime:
     """One family of tasks (MiniWoB++ pages, desktop apps) living on one display."""
 
     prefix = ""
+    # True: evaluate(wait_s, gave_up) also takes whether the agent's last action declared the task
+    # impossible (OSWorld's FAIL).
+    scores_giving_up = False
 
     def __init__(self, display: Display) -> None:
         self.display = display

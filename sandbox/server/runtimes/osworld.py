@@ -28,6 +28,9 @@ from sandbox.server.runtimes.desktop import task_home
 
 class OSWorldRuntime(Runtime):
     prefix = "osworld"
+    scores_giving_up = (
+        True  # OSWorld: `infeasible` tasks score 1 only if the agent gave up, others 0 if it did
+    )
 
     def __init__(self, display: Any) -> None:
         super().__init__(display)
@@ -71,11 +74,11 @@ class OSWorldRuntime(Runtime):
             raise RuntimeError(f"osworld/{name}: {e}") from None
         return {"instruction": self.env.map(task["instruction"])}  # OSWorld's /home/user is this box's home
 
-    def evaluate(self, wait_s: float) -> dict[str, Any]:
+    def evaluate(self, wait_s: float, gave_up: bool = False) -> dict[str, Any]:
         if self.env is None or self.task is None:
             raise TaskError("no task has been reset")
         try:
-            out = evaluate(self.env, self.task)
+            out = evaluate(self.env, self.task, gave_up)
         except TaskSetupError as e:
             raise RuntimeError(f"osworld/{self.task['id']}: {e}") from None
         return {"reward": out["score"], "done": out["score"] == 1.0, "info": {"metrics": out["metrics"]}}
