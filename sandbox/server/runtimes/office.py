@@ -1,6 +1,7 @@
-"""Office tasks: our seeded suite (office_suite.py) in real LibreOffice Calc, Writer and Impress, run and
-scored through the OSWorld task format (sandbox/server/osworld): each task is generated from its seed as an
-OSWorld task, its files written, its `config` steps run; `evaluator` scores the saved file.
+"""Office tasks: our seeded suite (office_suite.py) in real applications (LibreOffice Calc, Writer and
+Impress, the text editor, the terminal, chromium), run and scored through the OSWorld task format
+(sandbox/server/osworld): each task is generated from its seed as an OSWorld task, its files written, its
+`config` steps run; `evaluator` scores what the application saved or left behind.
 
 The gold files that `evaluator.expected` names are written only when the episode is scored, in a folder
 the episode never saw, so an agent cannot copy one into place.
