@@ -65,6 +65,8 @@ async def cold_start(backend: DockerBackend, image: str, task: str, seed: int) -
 
 
 async def main(runs: int) -> None:
+    setup = Path(__file__).resolve().parent.parent / "scripts" / "setup_sandbox.sh"
+    subprocess.run(["bash", str(setup), "office_image"], check=True)  # built on first use, else a no-op
     backend = DockerBackend(run_id="bench-office")
     rows = [(*REFERENCE[:1], REFERENCE[1], REFERENCE[2])] + [
         (app, task, OFFICE) for app, task in TASKS.items()
