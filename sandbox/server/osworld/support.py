@@ -17,9 +17,9 @@ from sandbox.server.osworld.shim import pyautogui_names
 from sandbox.server.osworld.steps import OPENERS, STEPS
 
 # Programs OSWorld's tasks run that the office image does not have (Debian lacks some: Chrome, VS Code).
+# Its chromium is not Chrome for them: their Chrome tasks drive it over DevTools (socat, chrome_open_tabs).
 MISSING_PROGRAMS = (
     "google-chrome",
-    "chromium",
     "gimp",
     "code",
     "vlc",
