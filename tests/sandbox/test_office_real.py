@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.base import SandboxSpec
+from sandbox.errors import SandboxStartError
 from sandbox.oracles import Ctx, solve
 from sandbox.oracles.office import WRONG
 from sandbox.pool import SandboxPool
@@ -58,3 +60,10 @@ async def test_an_office_box_serves_one_episode(office_pool):
         first = sb.id
     async with office_pool.sandbox(timeout=120) as sb:
         assert sb.id != first
+
+
+async def test_a_row_naming_an_image_that_is_not_built_fails_with_the_command_that_builds_it(docker_backend):
+    with pytest.raises(
+        SandboxStartError, match=r"'cua-sandbox-nosuch:latest' is not built .*setup_sandbox.sh"
+    ):
+        await docker_backend.start(SandboxSpec(image="cua-sandbox-nosuch:latest"))
