@@ -95,19 +95,27 @@ class PolicyStandIn:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def test_the_office_suites_test_split_is_scored_by_its_boxes(tmp_path, monkeypatch, office_image):
+def evaluate_with_stand_in(out: Path, monkeypatch, *args: str) -> tuple[int, PolicyStandIn]:
+    """The evaluation command against the stand-in (qwen3-vl's format), 2 episodes at once, into `out`."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     api = PolicyStandIn()
-    out = tmp_path / "eval"
     try:
         rc = main([
             "--base-url", api.base_url, "--model", "hosted-vl", "--model-family", "qwen3-vl",
-            "--tasks", str(REPO / "tasks" / "office.jsonl"), "--split", "test",
-            "--task-ids", "office/terminal-mkdir,office/calc-total", "--seeds-per-task", "2",
-            "--max-turns", "6", "--concurrency", "2", "--out", str(out), "--save-screenshots",
+            "--split", "test", "--concurrency", "2", "--out", str(out), *args,
         ])  # fmt: skip
     finally:
         api.server.shutdown()
+    return rc, api
+
+
+def test_the_office_suites_test_split_is_scored_by_its_boxes(tmp_path, monkeypatch, office_image):
+    out = tmp_path / "eval"
+    rc, api = evaluate_with_stand_in(
+        out, monkeypatch, "--tasks", str(REPO / "tasks" / "office.jsonl"),
+        "--task-ids", "office/terminal-mkdir,office/calc-total", "--seeds-per-task", "2", "--max-turns", "6",
+        "--save-screenshots",
+    )  # fmt: skip
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     tasks = report["tasks"]
@@ -145,17 +153,10 @@ def test_osworld_rows_score_the_agents_verdict_as_osworld_does(tmp_path, monkeyp
     rows = tmp_path / "osworld.jsonl"
     args = ["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)]
     assert osworld_main([*args, "--image", office_image]) == 0
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    api = PolicyStandIn()
     out = tmp_path / "eval"
-    try:
-        rc = main([
-            "--base-url", api.base_url, "--model", "hosted-vl", "--model-family", "qwen3-vl",
-            "--tasks", str(rows), "--split", "test", "--seeds-per-task", "1", "--max-turns", "3",
-            "--concurrency", "2", "--out", str(out),
-        ])  # fmt: skip
-    finally:
-        api.server.shutdown()
+    rc, _ = evaluate_with_stand_in(
+        out, monkeypatch, "--tasks", str(rows), "--seeds-per-task", "1", "--max-turns", "3"
+    )
     assert rc == 0
     tasks = json.loads((out / "report.json").read_text())["tasks"]
     assert tasks[f"osworld/{infeasible}"]["successes"] == 1 and tasks[f"osworld/{feasible}"]["successes"] == 0

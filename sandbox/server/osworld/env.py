@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.server.display import Display
+from sandbox.server.runtimes.base import kill_groups
 
 OSWORLD_HOME = "/home/user"  # the VM user's home in OSWorld's task files
 SHIM = Path(__file__).parent / "shim"  # pyautogui on xdotool
@@ -87,12 +86,7 @@ class TaskEnv:
 
     def kill_all(self) -> None:
         """The task's programs, and its cache."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        self.procs.clear()
+        kill_groups(self.procs)
         if self._cache is not None:
             shutil.rmtree(self._cache, ignore_errors=True)
             self._cache = None

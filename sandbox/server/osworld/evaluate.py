@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.server.osworld.env import TaskEnv
+from sandbox.server.osworld.env import TaskEnv, TaskSetupError
 from sandbox.server.osworld.getters import GETTERS
 from sandbox.server.osworld.metrics import metric
 from sandbox.server.osworld.steps import run_steps
@@ -19,8 +19,21 @@ def as_list(v: Any, n: int) -> list[Any]:
     return [v] * n
 
 
-def setup(env: TaskEnv, task: dict[str, Any]) -> None:
-    run_steps(env, task.get("config") or [], "config")
+def setup(env: TaskEnv, task: dict[str, Any], where: str) -> None:
+    """The task's `config` steps; one that fails is the box's error (a 500), naming the task `where`."""
+    try:
+        run_steps(env, task.get("config") or [], "config")
+    except TaskSetupError as e:
+        raise RuntimeError(f"{where}: {e}") from None
+
+
+def verdict(env: TaskEnv, task: dict[str, Any], where: str, gave_up: bool = False) -> dict[str, Any]:
+    """A runtime's evaluate answer: {'reward', 'done', 'info': {'metrics'}}."""
+    try:
+        out = evaluate(env, task, gave_up)
+    except TaskSetupError as e:
+        raise RuntimeError(f"{where}: {e}") from None
+    return {"reward": out["score"], "done": out["score"] == 1.0, "info": {"metrics": out["metrics"]}}
 
 
 def evaluate(env: TaskEnv, task: dict[str, Any], gave_up: bool = False) -> dict[str, Any]:

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 from collections.abc import Mapping
 from typing import Any
 
 from sandbox.server.display import Display
+
+
+def kill_groups(procs: list[subprocess.Popen]) -> None:
+    """Kills each started program with its whole process group (each was started in a group of its own),
+    reaps it, and empties the list."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    procs.clear()
 
 
 class TaskError(ValueError):

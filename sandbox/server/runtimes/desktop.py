@@ -7,18 +7,16 @@ policy never sees it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any, TypedDict
 
 from sandbox.server.display import Display
-from sandbox.server.runtimes.base import Runtime, TaskError
+from sandbox.server.runtimes.base import Runtime, TaskError, kill_groups
 
 WORDS = (
     "apple",
@@ -100,12 +98,7 @@ class DesktopRuntime(Runtime):
         raise RuntimeError(f"{argv[0]} window did not appear")
 
     def _kill_apps(self) -> None:
-        for proc in self.apps:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        self.apps.clear()
+        kill_groups(self.apps)
 
     def reset(self, name: str, seed: int) -> dict[str, Any]:
         if name not in self.TASKS:

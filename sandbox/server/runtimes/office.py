@@ -19,8 +19,8 @@ from typing import Any, TypedDict
 
 from sandbox.server import office_suite
 from sandbox.server.display import Display
-from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
-from sandbox.server.osworld.evaluate import evaluate, setup
+from sandbox.server.osworld.env import MissingAsset, TaskEnv
+from sandbox.server.osworld.evaluate import setup, verdict
 from sandbox.server.osworld.libreoffice import fresh_profile
 from sandbox.server.osworld.steps import windows
 from sandbox.server.runtimes.base import Runtime, TaskError
@@ -76,20 +76,13 @@ class OfficeRuntime(Runtime):
             path = self.env.path(rel)
             path.parent.mkdir(parents=True, exist_ok=True)
             write(path)
-        try:
-            setup(self.env, self.task.osworld)
-        except TaskSetupError as e:
-            raise RuntimeError(f"office/{name}: {e}") from None
+        setup(self.env, self.task.osworld, f"office/{name}")
         return {"instruction": self.env.map(self.task.osworld["instruction"])}
 
     def evaluate(self, wait_s: float) -> dict[str, Any]:
         if self.env is None or self.task is None:
             raise TaskError("no task has been reset")
-        try:
-            out = evaluate(self.env, self.task.osworld)
-        except TaskSetupError as e:
-            raise RuntimeError(f"office/{self.name}: {e}") from None
-        return {"reward": out["score"], "done": out["score"] == 1.0, "info": {"metrics": out["metrics"]}}
+        return verdict(self.env, self.task.osworld, f"office/{self.name}")
 
     def oracle(self) -> OracleState:
         if self.env is None or self.task is None:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
-from sandbox.server.osworld.evaluate import evaluate, setup
+from sandbox.server.osworld.env import MissingAsset, TaskEnv
+from sandbox.server.osworld.evaluate import setup, verdict
 from sandbox.server.osworld.libreoffice import fresh_profile
 from sandbox.server.osworld.steps import windows
 from sandbox.server.osworld.support import lacks
@@ -68,20 +68,13 @@ class OSWorldRuntime(Runtime):
         home = task_home()
         fresh_profile(home, osworld_defaults=True)
         self.env, self.task, self.assets = TaskEnv(self.display, home, self._asset), task, decoded
-        try:
-            setup(self.env, task)
-        except TaskSetupError as e:
-            raise RuntimeError(f"osworld/{name}: {e}") from None
+        setup(self.env, task, f"osworld/{name}")
         return {"instruction": self.env.map(task["instruction"])}  # OSWorld's /home/user is this box's home
 
     def evaluate(self, wait_s: float, gave_up: bool = False) -> dict[str, Any]:
         if self.env is None or self.task is None:
             raise TaskError("no task has been reset")
-        try:
-            out = evaluate(self.env, self.task, gave_up)
-        except TaskSetupError as e:
-            raise RuntimeError(f"osworld/{self.task['id']}: {e}") from None
-        return {"reward": out["score"], "done": out["score"] == 1.0, "info": {"metrics": out["metrics"]}}
+        return verdict(self.env, self.task, f"osworld/{self.task['id']}", gave_up)
 
     def oracle(self) -> dict[str, Any]:
         if self.env is None or self.task is None:
