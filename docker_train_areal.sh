@@ -18,6 +18,7 @@ if [ -f "$ENV_FILE" ]; then
   done < "$ENV_FILE"
 fi
 source "$here/scripts/common.sh"  # after .env: it reads CUA_HOME
+with_default_signals "$@"  # Ctrl-C and SIGTERM stop the stack however the script was started
 cd "$REPO_ROOT"
 
 usage() {
@@ -27,8 +28,8 @@ Usage: ./docker_train_areal.sh [options] [key=value ...]
 Trains the computer-use agent on one GPU node with Docker Compose (docker-compose.areal.yml): vLLM
 tensor-parallel on GPUs 0-3, AReaL's FSDP trainer on GPUs 4-7, sandboxes started by the trainer through the
 Docker socket. Steps: preflight checks, image builds, start vLLM and wait until it is healthy, start the
-trainer and follow its log. On exit or Ctrl-C: stop the services and remove the run's leftover sandboxes.
-The exit status is the trainer's.
+trainer and follow its log. On exit, Ctrl-C or SIGTERM: stop the services and remove the run's leftover
+sandboxes (a second Ctrl-C does not cut the stop short). The exit status is the trainer's.
 
 Options:
   --config PATH                  training config in this repository (default: configs/cua_grpo.yaml)
@@ -356,22 +357,26 @@ TRAINER="$PROJECT-trainer"
 TRAINER_HOST=""
 cleanup() {
   local rc=$? boxes
-  trap '' INT TERM  # a second Ctrl-C must not leave the stack half stopped
+  # A second Ctrl-C must not leave the stack half stopped: the script ignores it, and the stopping commands
+  # run in a session of their own (podman re-enables an ignored SIGINT and would give up half way).
+  trap '' INT TERM
+  detached() { setsid --wait "$@"; }
   log "stopping the stack (project $PROJECT)"
-  if "$CLI" container inspect "$TRAINER" >/dev/null 2>&1; then
+  if detached "$CLI" container inspect "$TRAINER" >/dev/null 2>&1; then
     # SIGTERM first: the trainer's ranks remove their own sandboxes and release the GPUs cleanly.
-    "$CLI" stop -t "$(trainer_stop_s)" "$TRAINER" >/dev/null 2>&1 || true
-    "$CLI" rm -f "$TRAINER" >/dev/null 2>&1 || true
+    detached "$CLI" stop -t "$(trainer_stop_s)" "$TRAINER" >/dev/null 2>&1 || true
+    detached "$CLI" rm -f "$TRAINER" >/dev/null 2>&1 || true
   fi
   if [ -n "$TRAINER_HOST" ]; then  # sandboxes carry their creator's hostname: the trainer container's
-    boxes=$("$CLI" ps -a --format '{{.Names}}' --filter label=cua.sandbox=1 --filter "label=cua.owner_host=$TRAINER_HOST")
+    boxes=$(detached "$CLI" ps -a --format '{{.Names}}' --filter label=cua.sandbox=1 --filter "label=cua.owner_host=$TRAINER_HOST")
     for box in $boxes; do
-      "$CLI" rm -f "$box" >/dev/null 2>&1 || true
+      detached "$CLI" rm -f "$box" >/dev/null 2>&1 || true
       rm -rf "${RUN_HOME:?}/sandbox/run/$box"
     done
     [ -z "$boxes" ] || log "removed leftover sandboxes: $(echo $boxes)"
   fi
-  compose down -t 30 >/dev/null 2>&1 || log "WARNING: '${COMPOSE_CMD[*]} -p $PROJECT down' failed; check '$CLI ps -a'"
+  detached "${COMPOSE_CMD[@]}" "${compose_args[@]}" down -t 30 >/dev/null 2>&1 \
+    || log "WARNING: '${COMPOSE_CMD[*]} -p $PROJECT down' failed; check '$CLI ps -a'"
   log "outputs: $OUTPUT_DIR (logs: <experiment>/logs/training.log)"
   exit "$rc"
 }

@@ -11,6 +11,19 @@ ENV_RECIPE_VERSION=1
 log() { printf '[%s %s] %s\n' "$(basename "$0")" "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# with_default_signals "$@": at the top of an entry script that stops its own children on Ctrl-C or SIGTERM.
+# A shell without job control (a script's `cmd &`, some CI and tool runners) starts commands with SIGINT
+# ignored, and a non-interactive bash can neither trap nor reset a signal ignored at its start: its
+# `trap ... INT` is a no-op and a Ctrl-C sent to its process group passes it by. The script starts again
+# with both signals at their defaults, so its own traps hold.
+with_default_signals() {
+  [ -n "$(trap -p INT)$(trap -p TERM)" ] || return 0  # nothing is trapped yet: non-empty means ignored
+  if env --default-signal=INT true 2>/dev/null; then
+    exec env --default-signal=INT,TERM bash "$0" "$@"
+  fi
+  log "WARNING: started with SIGINT or SIGTERM ignored, and this env(1) cannot reset them: Ctrl-C may not stop this script"
+}
+
 # env_dir NAME -> path of the environment built from requirements/NAME.txt
 env_dir() {
   local name="$1" key

@@ -4,6 +4,7 @@
 # extra arguments are config overrides (key=value). Ctrl-C stops everything the run started.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+with_default_signals "$@"
 cd "$REPO_ROOT"
 trial="local-$(date +%Y%m%d-%H%M%S)"
 exp_dir="$REPO_ROOT/outputs/cua-local"

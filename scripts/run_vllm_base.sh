@@ -10,6 +10,7 @@
 # VLLM_HOST to an address of a private network that only the cluster reaches.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+with_default_signals "$@"
 source "$REPO_ROOT/scripts/vllm_common.sh"
 
 tp="${VLLM_TP_SIZE:-4}"

@@ -5,6 +5,7 @@
 #   scripts/vllm_common.sh); extra arguments go to the server.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+with_default_signals "$@"
 source "$REPO_ROOT/scripts/vllm_common.sh"
 
 model="${VLLM_MODEL:-$CUA_HOME/models/tiny-qwen2.5-vl}"

@@ -2,7 +2,8 @@
 runs docker-compose.areal.yml with deploy/compose.cpu.yml through podman-compose — the vllm service (vLLM's
 CPU build on the tiny model's warm start) becomes healthy, the trainer container trains one GRPO step on real sandboxes
 it starts through the mounted podman socket, the weight update crosses the shared outputs volume into the
-vllm container, and on exit the script leaves no container and no sandbox behind; on Ctrl-C too."""
+vllm container, and on exit the script leaves no container and no sandbox behind; on Ctrl-C and SIGTERM too,
+whenever they land (during a podman command, during training, during the cleanup itself)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.deploy.stack import SCRIPT, free_port, podman, remove_model_cache, script_env, write_env_file
@@ -44,7 +46,7 @@ def project_containers(project: str) -> list[str]:
 class Stack:
     """One run of the script in its own session, and what it leaves behind."""
 
-    def __init__(self, tmp: Path, args: list[str]) -> None:
+    def __init__(self, tmp: Path, args: list[str], sigint_ignored: bool = False) -> None:
         self.project = f"cua-test-{uuid.uuid4().hex[:8]}"
         # short: sandbox socket paths under it must stay within the unix limit (pytest's tmp_path is too deep)
         self.run_home = Path(tempfile.mkdtemp(prefix="cua-test-", dir="/tmp"))
@@ -58,6 +60,9 @@ class Stack:
         env["CUA_ENV_FILE"] = str(write_env_file(tmp / "env"))
         self.log = tmp / "script.log"
         self.started = time.monotonic()
+        # A terminal starts a foreground job with SIGINT at its default; a shell without job control (a
+        # script's `cmd &`, some CI runners) starts it ignored. Set here either way, whatever started pytest.
+        sigint = signal.SIG_IGN if sigint_ignored else signal.SIG_DFL
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
                 ["bash", str(SCRIPT), "--cpu", *args],
@@ -65,6 +70,10 @@ class Stack:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=lambda: (
+                    signal.signal(signal.SIGINT, sigint),
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL),
+                ),
             )
 
     def container(self, service: str) -> str | None:
@@ -87,6 +96,41 @@ class Stack:
             else f"{timeout:.0f}s"
         )
         raise AssertionError(f"no running {service} container ({why}):\n{self.tail()}")
+
+    def wait_for_process(self, words: str, timeout: float) -> psutil.Process:
+        """A running process of the script's session whose command line holds `words`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            for p in psutil.process_iter(["cmdline"]):
+                try:
+                    if os.getsid(p.pid) == self.proc.pid and words in " ".join(p.info["cmdline"] or []):
+                        return p
+                except (ProcessLookupError, psutil.Error):
+                    pass
+            time.sleep(0.02)
+        raise AssertionError(
+            f"no '{words}' process in the script's session after {timeout:.0f}s:\n{self.tail()}"
+        )
+
+    def wait_for_log(self, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.log.read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"'{text}' not in the script's log after {timeout:.0f}s:\n{self.tail()}")
+
+    def left(self, trainer_host: str = "") -> list[str]:
+        """What a stop must not leave: the project's containers, pod and networks, the sandboxes of its
+        trainer (they carry the trainer container's hostname), the script's processes."""
+        found = project_containers(self.project)
+        found += podman("pod", "ps", "-q", "--filter", f"name=pod_{self.project}").split()
+        found += podman(
+            "network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}"
+        ).split()
+        if trainer_host:
+            found += podman("ps", "-a", "-q", "--filter", f"label=cua.owner_host={trainer_host}").split()
+        return found + [f"process {p}" for p in left_in_session(self.proc.pid)]
 
     def wait(self, timeout: float) -> int:
         try:
@@ -175,15 +219,55 @@ def test_cpu_stack_trains_one_step_and_cleans_up(tmp_path):
         stack.remove_leftovers()
 
 
-def test_ctrl_c_while_waiting_for_vllm_stops_the_stack(tmp_path):
-    stack = Stack(tmp_path, [])
+def test_ctrl_c_during_a_podman_command_stops_a_stack_started_with_sigint_ignored(tmp_path):
+    """A fresh machine's `make test` ran the script with SIGINT ignored (started by a shell without job
+    control): bash cannot trap a signal ignored at its start, and the stack trained on after Ctrl-C. The
+    signal lands while the vLLM wait runs `podman healthcheck run`, a child that handles SIGINT itself."""
+    stack = Stack(tmp_path, [], sigint_ignored=True)
     try:
         stack.wait_for("vllm", timeout=300)
+        stack.wait_for_process("healthcheck run", timeout=60)
         os.killpg(stack.proc.pid, signal.SIGINT)  # what Ctrl-C sends to the terminal's foreground group
         rc = stack.wait(timeout=120)
         assert rc == 130, f"exit status {rc} after Ctrl-C:\n{stack.tail()}"
-        assert "stopping the stack" in stack.log.read_text()
-        assert project_containers(stack.project) == []
-        assert left_in_session(stack.proc.pid) == []
+        log = stack.log.read_text()
+        assert "stopping the stack" in log and "starting the trainer" not in log, stack.tail()
+        assert stack.left() == []
+    finally:
+        stack.remove_leftovers()
+
+
+def test_sigterm_during_training_then_ctrl_c_during_the_cleanup_stop_the_stack(tmp_path):
+    """SIGTERM to the group (systemd, a scheduler) while the trainer trains; then Ctrl-C after Ctrl-C while
+    the script stops the stack: the trainer still gets its graceful stop (podman's own SIGINT handling once
+    aborted `podman stop`, and the trainer was killed), and nothing is left half stopped."""
+    stack = Stack(tmp_path, [*ONE_STEP, "total_train_steps=50"])
+    training_log = stack.outputs / "cua-local" / "logs" / "training.log"
+    try:
+        trainer = stack.wait_for("trainer", timeout=600)
+        host = podman("inspect", "-f", "{{.Config.Hostname}}", trainer)
+        deadline = time.monotonic() + 300
+        while "Train step 1/" not in (
+            training_log.read_text(errors="replace") if training_log.exists() else ""
+        ):
+            assert time.monotonic() < deadline and stack.proc.poll() is None, (
+                f"no training step:\n{stack.tail()}"
+            )
+            time.sleep(1)
+        stack.wait_for_process("podman inspect", timeout=60)  # the training loop's poll, a podman child
+        os.killpg(stack.proc.pid, signal.SIGTERM)
+        stack.wait_for_log("stopping the stack", timeout=30)
+        deadline = time.monotonic() + 60
+        while stack.proc.poll() is None and time.monotonic() < deadline:
+            os.killpg(stack.proc.pid, signal.SIGINT)
+            time.sleep(0.5)
+        rc = stack.wait(timeout=300)
+        assert rc == 143, f"exit status {rc} after SIGTERM:\n{stack.tail()}"
+        log = stack.log.read_text(errors="replace")
+        assert "trainer exited" not in log, "the trainer ran to its end"
+        assert "Training stopped by SIGTERM after" in training_log.read_text(errors="replace"), (
+            f"the trainer did not finish its graceful stop:\n{stack.tail()}"
+        )
+        assert stack.left(host) == []
     finally:
         stack.remove_leftovers()
