@@ -1,4 +1,5 @@
-"""Test runners' reports, read as R2E-Gym reads them: each test's outcome by its id.
+"""Test runners' reports for the per-test rule of our own rows (SWE-bench's: each named test has its
+outcome): each test's outcome by its id. Rows from R2E-Gym entries use R2E-Gym's parse (sandbox/repo/r2e.py).
 
 - "unittest": `python -m unittest -v` lines, `test_add (tests.test_ops.TestAdd.test_add) ... ok` (a test
   with a docstring puts it, and the outcome, on the next line). Ids are `tests.test_ops.TestAdd.test_add`.

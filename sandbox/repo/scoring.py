@@ -6,12 +6,14 @@ the image's commit (`git diff --binary`, base64 so that any bytes travel), and t
 box of the same image: the diff applied, the task's test files copied in by the host over anything the
 diff wrote there, then the tests' command.
 
-The verdict: with `tests.expected` (R2E-Gym's expected outcome of each named test: those that must pass
-after the fix and those that must keep their outcome), every named test must have its outcome in the
-runner's report (sandbox/repo/reports.py), so an unrelated test that fails before and after the fix does
-not hold the reward at 0; without it, the command's exit status 0. Either way the code under test is the
-agent's and runs in the scoring box: what it can still do there (print a forged report line, exit 0 at
-import) is in the README's Security section.
+The verdict: with `tests.expected` and a runner's report ("unittest", "pytest"), every named test must
+have its outcome in the runner's report (sandbox/repo/reports.py), SWE-bench's rule, so an unrelated test
+that fails before and after the fix does not hold the reward at 0; with the "r2e" report (rows from
+R2E-Gym entries), R2E-Gym's own rule (sandbox/repo/r2e.py): its parse of pytest's short summary, read
+from the tail of the output when it is over MAX_REPORT_BYTES, must give exactly the expected map; without
+`tests.expected`, the command's exit status 0. Either way the code under test is the agent's and runs in
+the scoring box: what it can still do there (print a forged report line, exit 0 at import) is in the
+README's Security section.
 
 Outcomes keep their meaning: the agent's own failures (no diff, a diff too big or that does not apply, a
 box it broke) are reward 0 with the reason; the task's faults (no git repository at the workdir) and the
@@ -30,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from sandbox.base import broken_from_inside
 from sandbox.errors import SandboxError
-from sandbox.repo.box import CommandResult, RepoBox
+from sandbox.repo import r2e
+from sandbox.repo.box import OUTPUT_TMPFS_IN_BOX, CommandResult, RepoBox
 from sandbox.repo.reports import PARSERS, unmet
 
 if TYPE_CHECKING:
@@ -38,6 +41,20 @@ if TYPE_CHECKING:
 
 MAX_PATCH_BYTES = 2_000_000  # of base64 text: an agent's diff of about 1.5 MB
 MAX_REPORT_BYTES = 4_000_000  # of the tests' output, read for their outcomes
+# R2E mode reads the tail of the tests' output, where pytest's summary is: the whole output goes to a file
+# in the box's output tmpfs (the size the control loop allows any output), its last bytes come back.
+R2E_OUTPUT_DIR = OUTPUT_TMPFS_IN_BOX
+R2E_CUT_MARK = "[cua: the tests' output was over {n} bytes; its last {n} bytes follow]\n"
+R2E_TAIL_SCRIPT = """o={dir}/r2e-tests.$$
+(
+{command}
+) > "$o" 2>&1 < /dev/null
+rc=$?
+size=$(wc -c < "$o")
+if [ $size -gt {n} ] 2>/dev/null; then printf '%s\\n' "{mark}"; tail -c {n} "$o"; else cat "$o"; fi
+rm -f "$o"
+exit $rc
+"""
 DIFF_TIMEOUT_S = 120.0
 # Everything the agent left in the work tree (new files too, ignored ones not) against the image's commit,
 # whatever it committed on the way; no external diff driver or text conversion the agent could configure.
@@ -104,6 +121,8 @@ async def _test(box: RepoBox, diff: bytes, tests: RepoTests) -> Score:
         wrote = await box.write_file(dst, src.read_text())
         if wrote.exit_code != 0:  # the diff made the path unwritable (e.g. a directory there)
             return Score(0.0, f"test file {dst} could not be written: {wrote.observation()[-300:]}", wrote)
+    if tests.report == "r2e" and tests.expected:
+        return await _r2e_test(box, tests)
     result = await box.run(tests.command, timeout_s=tests.timeout_s, max_bytes=MAX_REPORT_BYTES)
     if result.timed_out:
         return Score(0.0, f"the tests timed out after {tests.timeout_s:.0f} s", result)
@@ -116,3 +135,27 @@ async def _test(box: RepoBox, diff: bytes, tests: RepoTests) -> Score:
     cut = " (the report was cut at its size cap)" if result.truncated else ""
     shown = "; ".join(misses[:3]) + (f"; {len(misses) - 3} more" if len(misses) > 3 else "")
     return Score(0.0, f"{len(misses)} of {len(tests.expected)} tests not as expected{cut}: {shown}", result)
+
+
+async def _r2e_test(box: RepoBox, tests: RepoTests) -> Score:
+    """R2E-Gym's rule (sandbox/repo/r2e.py) on the tail of the tests' output."""
+    mark = R2E_CUT_MARK.format(n=MAX_REPORT_BYTES)
+    script = R2E_TAIL_SCRIPT.format(
+        dir=R2E_OUTPUT_DIR, command=tests.command, n=MAX_REPORT_BYTES, mark=mark.rstrip("\n")
+    )
+    result = await box.run(script, timeout_s=tests.timeout_s, max_bytes=MAX_REPORT_BYTES + len(mark))
+    if result.timed_out:
+        return Score(0.0, f"the tests timed out after {tests.timeout_s:.0f} s", result)
+    if result.exit_code == 124:  # R2E-Gym's runtime reads it as its timeout: no report
+        return Score(0.0, "the tests exited 124, which R2E-Gym reads as a timeout", result)
+    output, cut = result.output, result.truncated
+    if output.startswith(mark):
+        output, cut = output[len(mark) :], True
+    misses = r2e.mismatches(tests.expected, r2e.outcomes(output, result.exit_code))
+    if not misses:
+        return Score(1.0, f"R2E-Gym's rule: all {len(tests.expected)} tests as expected", result)
+    why = " (the report was cut at its size cap; its tail was read)" if cut else ""
+    if r2e.HEADER not in output:
+        why += f" (no '{r2e.HEADER}' in the tests' output)"
+    shown = "; ".join(m[:200] for m in misses[:3]) + (f"; {len(misses) - 3} more" if len(misses) > 3 else "")
+    return Score(0.0, f"R2E-Gym's rule: {len(misses)} tests not as expected{why}: {shown}", result)

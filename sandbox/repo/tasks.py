@@ -11,18 +11,29 @@
 
 `tests` decide the reward, in a fresh box of the image with the agent's diff applied
 (sandbox/repo/scoring.py): its `files` (host paths relative to the task file; box paths relative to the
-workdir) are copied in over whatever the diff wrote there, then `command` runs in the workdir. With
-`expected` (test id -> PASSED, FAILED, ERROR, SKIPPED, XFAIL or XPASS) and `report` ("unittest" for
-`python -m unittest -v`, "pytest" for `pytest -rA`), the reward is 1 when every named test has its
-expected outcome in the runner's report, R2E-Gym's rule: the tests the fix must turn to passing, those
-that must keep passing, and those that fail before and after it. Without `expected`, exit status 0 is
-reward 1. The workdir must be a git repository at the image's commit (R2E-Gym's and SWE-bench's images
-are). `solution` (optional) is a reference patch for the scripted rule agent.
+workdir) are copied in over whatever the diff wrote there, then `command` runs in the workdir. Without
+`expected`, exit status 0 is reward 1. With `expected` (test id -> PASSED, FAILED, ERROR, SKIPPED, XFAIL or
+XPASS), `report` picks the rule:
+
+- "unittest" (`python -m unittest -v`, the default) and "pytest" (`pytest -rA`, full node ids): every named
+  test has its expected outcome in the runner's report (sandbox/repo/reports.py), SWE-bench's rule: the
+  tests the fix must turn to passing, those that must keep passing, those that fail before and after it;
+  tests the map does not name do not count.
+- "r2e", the default of rows that name `r2e_ds_json`: R2E-Gym's own parse and rule (sandbox/repo/r2e.py,
+  checked against R2E-Gym's code by tests/unit/test_r2e_differential.py): keys as R2E-Gym's
+  `expected_output_json` writes them (`Class.test_name`, `test_fn[param]`), read from pytest's short test
+  summary (the tail of the output), and the reward is 1 only when the report names exactly the expected
+  tests with their outcomes; the deliberate differences are in that module's docstring.
+
+The workdir must be a git repository at the image's commit (R2E-Gym's and SWE-bench's images are).
+`solution` (optional) is a reference patch for the scripted rule agent.
 
 `r2e_ds_json` (a path, relative to the task file, to one R2E-Gym dataset entry) fills `docker_image`,
-`issue` (its `problem_statement`) and `tests.expected` (its `expected_output_json`, read with the pytest
-report), and defaults `workdir` to /testbed; the row still names `tests.command`. Errors name the file,
-line and field.
+`issue` (its `problem_statement`, cut to what lies between `[ISSUE]` and `[/ISSUE]` when it has them, as
+R2E-Gym's `get_task_instruction` does) and `tests.expected` (its `expected_output_json`, read by the "r2e"
+rule; an entry without one, or with {}, is scored by exit status), and defaults `workdir` to /testbed; the
+row still names `tests.command` (e.g. R2E-Gym's `bash /run_tests.sh`-style script of the image) and may
+name its own `issue`, `expected` or `report`. Errors name the file, line and field.
 
 Task files are the operator's input, trusted but checked: the files a row copies into a box (`tests.files`,
 `solution`, `r2e_ds_json`) must sit under the task file's folder (links followed), and a mount's source
@@ -40,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.repo import r2e
 from sandbox.repo.box import Mount, RepoSpec
 from sandbox.repo.reports import OUTCOMES, RUNNERS
 from sandbox.tasks import SPLITS, TaskSpecError, jsonl_rows
@@ -48,6 +60,7 @@ TOP_FIELDS = {"task_id", "split", "max_steps", "issue", "sandbox", "tests", "sol
 SANDBOX_FIELDS = {"backend", "docker_image", "workdir", "mounts", "env", "resources"}
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "disk_mb"}
 TEST_FIELDS = {"command", "timeout_s", "files", "expected", "report"}
+REPORTS = (*RUNNERS, "r2e")  # "r2e": R2E-Gym's own parse and reward rule (sandbox/repo/r2e.py)
 _TASK_ID = re.compile(r"^repo/[a-z0-9][a-z0-9_.-]*$")
 MOUNT_ROOTS_ENV = "CUA_TASK_MOUNT_ROOTS"  # host folders rows may mount from, beside the task file's own
 
@@ -140,8 +153,8 @@ def _pos_num(v: Any) -> bool:
 
 
 def _r2e_expected(row: _Row, entry: dict[str, Any], path: Path) -> dict[str, str]:
-    """An R2E-Gym entry's `expected_output_json` (a JSON string, or an object), its keys cut at " - " as
-    R2E-Gym cuts them (pytest's parametrised ids can carry a description there)."""
+    """An R2E-Gym entry's `expected_output_json` (a JSON string, or an object), as written: its keys are
+    decoloured and cut at " - " with the report's rule (sandbox/repo/r2e.py)."""
     raw = entry.get("expected_output_json")
     if raw is None:
         return {}
@@ -150,7 +163,7 @@ def _r2e_expected(row: _Row, entry: dict[str, Any], path: Path) -> dict[str, str
     except ValueError as exc:
         raise row.fail("r2e_ds_json", f"{path}: expected_output_json is not JSON: {exc}") from None
     row.check(isinstance(found, dict), "r2e_ds_json", f"{path}: expected_output_json must be an object")
-    return {str(k).split(" - ")[0]: v for k, v in found.items()}
+    return {str(k): v for k, v in found.items()}
 
 
 def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
@@ -194,7 +207,8 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
             f"{path} has no 'docker_image'",
         )
         image = image or entry["docker_image"]
-        issue = issue or entry.get("problem_statement")
+        statement = entry.get("problem_statement")
+        issue = issue or (r2e.issue_text(statement) if isinstance(statement, str) else statement)
         workdir = workdir or "/testbed"
         source = {k: entry[k] for k in ("repo_name", "commit_hash", "docker_image") if k in entry}
         r2e_expected = _r2e_expected(row, entry, path)
@@ -250,14 +264,16 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
     files = t.get("files", {})
     row.check(isinstance(files, dict), "tests.files", "must map paths in the box to host files")
     expected = t.get("expected", r2e_expected)
+    report = t.get("report", "r2e" if "r2e_ds_json" in obj else "unittest")
+    row.check(report in REPORTS, "tests.report", f"must be one of {REPORTS}, got {report!r}")
     row.check(
         isinstance(expected, dict)
-        and all(isinstance(k, str) and k and v in OUTCOMES for k, v in expected.items()),
+        and all(isinstance(k, str) and (k or report == "r2e") and v in OUTCOMES for k, v in expected.items()),
         "tests.expected",
         f"must map test ids to one of {OUTCOMES}",
     )
-    report = t.get("report", "pytest" if r2e_expected else "unittest")
-    row.check(report in RUNNERS, "tests.report", f"must be one of {RUNNERS}, got {report!r}")
+    if report == "r2e":  # "": a line without "::", e.g. a module that fails to import
+        expected = r2e.expected_map(expected)
     row.check(
         "report" not in t or bool(expected),
         "tests.report",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import SandboxDied
-from sandbox.repo import rule_agent
+from sandbox.repo import rule_agent, scoring
 from sandbox.repo.box import RepoSpec, repo_box, start_repo_box
 from sandbox.repo.scoring import score
-from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks
+from sandbox.repo.tasks import SAMPLE_TASKS, RepoTests, load_repo_tasks
 from sandbox.tasks import TaskSpecError
 
 TASKS = {t.task_id: t for t in load_repo_tasks(SAMPLE_TASKS)}
@@ -76,6 +77,25 @@ async def test_a_wrong_patch_scores_0_and_overwriting_the_tests_does_not_help(bo
     verdict = await score(box, TASKS["repo/calc-add"].tests, fresh("repo/calc-add"))
     assert verdict.reward == 0.0 and "FAILED" in verdict.result.output
     assert "tests.test_ops.TestOps.test_add: expected PASSED, got FAILED" in verdict.reason
+
+
+async def test_an_r2e_row_reads_pytests_summary_from_the_tail_of_an_output_over_the_cap(
+    box_of, fresh, monkeypatch
+):
+    """R2E-Gym's rule in a real box: the whole output goes to the box's output tmpfs, its tail comes back,
+    and the summary at the end of a long log decides."""
+    monkeypatch.setattr(scoring, "MAX_REPORT_BYTES", 200_000)
+    summary = "short test summary info\nPASSED r2e_tests/test_1.py::TestK::test_x[a b]\n"
+    command = f"head -c 1000000 /dev/zero | tr '\\0' x; echo; printf '%s' {shlex.quote(summary)}; exit 1"
+    box = await box_of("repo/calc-add")
+    right = RepoTests(command=command, expected={"TestK.test_x[a b]": "PASSED"}, report="r2e")
+    verdict = await score(box, right, fresh("repo/calc-add"))
+    assert verdict.reward == 1.0, verdict.reason
+    wrong = replace(right, expected={"TestK.test_x[a b]": "FAILED"})
+    verdict = await score(box, wrong, fresh("repo/calc-add"))
+    assert verdict.reward == 0.0 and "cut at its size cap; its tail was read" in verdict.reason, (
+        verdict.reason
+    )
 
 
 async def test_a_hanging_command_is_cut_at_its_timeout_and_the_box_keeps_working(box_of):
@@ -267,7 +287,7 @@ OWNER = """
 import sys, time
 from sandbox.backends.docker import DockerBackend
 from sandbox.repo.box import start_repo_box
-from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks
+from sandbox.repo.tasks import SAMPLE_TASKS, RepoTests, load_repo_tasks
 box = start_repo_box(DockerBackend(run_id=sys.argv[1]), load_repo_tasks(SAMPLE_TASKS)[0].spec)
 print("READY", box.id, flush=True)
 time.sleep(600)

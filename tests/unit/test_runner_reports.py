@@ -117,15 +117,53 @@ def test_bad_expectations_are_named_by_their_field(tmp_path, tests, message):
         _row(tmp_path, tests)
 
 
-def test_an_r2e_gym_entry_gives_the_expected_outcomes_read_from_pytests_report(tmp_path):
+def test_an_r2e_gym_entry_gives_its_expected_outcomes_read_by_r2e_gyms_rule(tmp_path):
     entry = {
         "docker_image": "namanjain12/orange3_final:abc123",
         "problem_statement": "Table.from_numpy drops the domain",
         "expected_output_json": json.dumps(
-            {"t/test_t.py::test_a": "PASSED", "t/test_t.py::test_b - slow case": "FAILED"}
+            {
+                "TestT.test_a": "PASSED",
+                "test_b - slow case": "FAILED",
+                "\x1b[1mtest_c\x1b[0m": "ERROR",
+                "": "ERROR",
+            }
         ),
     }
     (tmp_path / "entry.json").write_text(json.dumps(entry))
     (task,) = _row(tmp_path, {"command": "bash run_tests.sh"}, r2e_ds_json="entry.json")
-    assert task.tests.report == "pytest"
-    assert dict(task.tests.expected) == {"t/test_t.py::test_a": "PASSED", "t/test_t.py::test_b": "FAILED"}
+    assert task.tests.report == "r2e"
+    assert dict(task.tests.expected) == {
+        "TestT.test_a": "PASSED",
+        "test_b": "FAILED",
+        "test_c": "ERROR",
+        "": "ERROR",
+    }
+    # a row of our own keeps the per-test rule, SWE-bench's
+    (own,) = _row(tmp_path, {"command": "t", "expected": {"t.T.test_a": "PASSED"}})
+    assert own.tests.report == "unittest"
+
+
+@pytest.mark.parametrize(
+    ("statement", "issue"),
+    [
+        (
+            "Intro.\n[ISSUE]\nTitle: add is wrong\n\nadd(2, 3) is -1\n[/ISSUE]\nhints",
+            "\nTitle: add is wrong\n\nadd(2, 3) is -1\n",
+        ),
+        ("no markers here", "no markers here"),
+        ("[/ISSUE] only the end marker [ISSUE]", "[/ISSUE] only the end marker [ISSUE]"),
+    ],
+)
+def test_an_r2e_gym_problem_statement_is_cut_to_its_issue_markers(tmp_path, statement, issue):
+    entry = {"docker_image": "img:1", "problem_statement": statement}
+    (tmp_path / "entry.json").write_text(json.dumps(entry))
+    row = {"command": "bash run_tests.sh"}
+    (task,) = _row(tmp_path, row, r2e_ds_json="entry.json")  # the row's own issue wins
+    assert task.issue == "fix it"
+    path = tmp_path / "tasks.jsonl"
+    obj = json.loads(path.read_text())
+    del obj["issue"]
+    path.write_text(json.dumps(obj) + "\n")
+    (task,) = load_repo_tasks(path)
+    assert task.issue == issue
