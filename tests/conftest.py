@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -12,6 +13,36 @@ import pytest
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
 
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
+
+# The suite's time budget: a run that takes longer fails, so a slow creep shows up long before CI's
+# 90-minute limit stops anything from landing. The whole suite took 45-55 minutes on 2 cores.
+SUITE_BUDGET_S = float(os.environ.get("CUA_SUITE_BUDGET_S", str(70 * 60)))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.monotonic()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    took = time.monotonic() - session.config.stash[_STARTED]
+    if took > SUITE_BUDGET_S and exitstatus == pytest.ExitCode.OK:
+        session.config.stash[_OVER] = took
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if (took := config.stash.get(_OVER, None)) is not None:
+        terminalreporter.write_line(
+            f"FAILED: the suite took {took:.1f} s ({took / 60:.1f} min), over its budget of {SUITE_BUDGET_S:.0f} s"
+            " (CUA_SUITE_BUDGET_S): make it faster where it repeats work (the slowest tests are listed"
+            " above) before CI's 90-minute limit stops submissions from landing",
+            red=True,
+            bold=True,
+        )
+
+
+_STARTED = pytest.StashKey[float]()
+_OVER = pytest.StashKey[float]()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,30 @@
+"""The suite's time budget (tests/conftest.py, CUA_SUITE_BUDGET_S): a run past it fails with a message that
+says so, a run within it keeps its own status."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from cua_agent.inference.local_server import REPO
+
+ONE_FAST_TEST = (
+    "tests/unit/test_r2e_differential.py::test_the_corpus_is_the_one_the_reference_was_recorded_on"
+)
+
+
+def _pytest(budget_s: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CUA_SUITE_BUDGET_S": budget_s, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", ONE_FAST_TEST],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_run_past_the_budget_fails_naming_the_budget():
+    over = _pytest("0")
+    assert over.returncode == 1, over.stdout
+    assert "over its budget of 0 s (CUA_SUITE_BUDGET_S)" in over.stdout and "1 passed" in over.stdout
+    within = _pytest("3600")
+    assert within.returncode == 0 and "budget" not in within.stdout, within.stdout
