@@ -39,7 +39,7 @@ class _Action:
 
 @dataclass(frozen=True)
 class PointerAction(_Action):
-    """An action at one point: click, double_click, right_click, move."""
+    """An action at one point: click, double_click, right_click, middle_click, move."""
 
     x: int
     y: int
@@ -65,6 +65,16 @@ class DoubleClick(PointerAction):
 @dataclass(frozen=True)
 class RightClick(PointerAction):
     name: ClassVar[str] = "right_click"
+
+
+@dataclass(frozen=True)
+class MiddleClick(PointerAction):
+    """The wire's click with the middle button (the wire has no action of that name)."""
+
+    name: ClassVar[str] = "middle_click"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"type": "click", "x": self.x, "y": self.y, "button": "middle"}
 
 
 @dataclass(frozen=True)
@@ -167,16 +177,37 @@ class Done(_Action):
             check_text("answer", self.answer, allow_empty=True)
 
 
-Action = Click | DoubleClick | RightClick | Move | Drag | Scroll | TypeText | Key | Wait | Done
+Action = Click | DoubleClick | RightClick | MiddleClick | Move | Drag | Scroll | TypeText | Key | Wait | Done
 ACTION_CLASSES: dict[str, type[_Action]] = {
-    c.name: c for c in (Click, DoubleClick, RightClick, Move, Drag, Scroll, TypeText, Key, Wait, Done)
+    c.name: c
+    for c in (Click, DoubleClick, RightClick, MiddleClick, Move, Drag, Scroll, TypeText, Key, Wait, Done)
 }
+
+
+def pointer_after(action: Action, result: dict[str, Any] | None = None) -> tuple[int, int] | None:
+    """Where the pointer is after the sandbox ran `action`: where the sandbox says it ended up, else where
+    the action leaves it (every pointer action moves it to its point, a drag to its end); None for an action
+    that does not move it (type, key, wait)."""
+    reported = (result or {}).get("pointer")
+    if (
+        isinstance(reported, list | tuple)
+        and len(reported) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in reported)
+    ):
+        return reported[0], reported[1]
+    if isinstance(action, Drag):
+        return action.x2, action.y2
+    if isinstance(action, PointerAction | Scroll):
+        return action.x, action.y
+    return None
 
 
 def from_wire(payload: dict[str, Any]) -> Action:
     """The typed action of a sandbox payload (the inverse of `to_wire`; keys it does not model, such as
     `wait_change_s`, are dropped). Used to replay scripted actions as a policy's output."""
     kind = payload.get("type")
+    if kind == "click" and payload.get("button") == "middle":
+        return MiddleClick(payload["x"], payload["y"])
     if kind in ("click", "double_click", "right_click", "move"):
         return ACTION_CLASSES[kind](payload["x"], payload["y"])  # type: ignore[call-arg, return-value]
     if kind == "drag":

@@ -7,8 +7,10 @@ were trained with for desktop control, so a released checkpoint starts from its 
 - The model answers `<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", ...}}`.
 - Coordinates are the family's: 0-1000 on both axes (the schema says the screen is 1000x1000).
 
-Offered are the actions our sandboxes perform. Two differ from Qwen's originals: `left_click_drag` takes a
-`start_coordinate` (ours has no "from wherever the pointer is"), and a scroll's `pixels` are wheel clicks.
+Offered are the actions our sandboxes perform. Two differ from Qwen's originals: `left_click_drag` also takes a
+`start_coordinate` (Qwen's drags from wherever the pointer is, which the parser also reads), and a scroll's
+`pixels` are wheel clicks. Of Qwen's enum, `middle_click` is read though not offered, and `triple_click` is
+refused (the sandbox's click has no click count).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ _NAMES = {
     "click": "left_click",
     "double_click": "double_click",
     "right_click": "right_click",
+    "middle_click": "middle_click",
     "move": "mouse_move",
     "drag": "left_click_drag",
     "type": "type",

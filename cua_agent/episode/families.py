@@ -1,6 +1,7 @@
 """Model families: one config choice (`agent.model_family`) that decides how the agent talks to a model —
 the system prompt with its tool schema, the form actions are written in (past actions in the prompt's log,
-demonstrations) and the coordinate convention. The parser reads every family's forms.
+demonstrations) and the coordinate convention. The parser reads a family's output as the family's own
+harness does (parser.py).
 
     qwen2.5-vl  the project's `computer` tool (tool_calls.py); absolute pixels of the resized screenshot
     qwen3-vl    Qwen's `computer_use` function as Qwen3-VL was trained (computer_use.py); 0-1000 coordinates

@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from cua_agent.episode.actions import Done
+from cua_agent.episode.actions import Done, pointer_after
 from cua_agent.episode.chat import ChatClient
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.families import DEFAULT_FAMILY, family_named
@@ -119,6 +119,9 @@ async def _loop(
         raise SandboxError(f"task {ep.task_id} seed {ep.seed}: the sandbox returned no instruction")
     screenshots = [await sandbox.screenshot()]
     acted = False  # whether an action of the policy reached the box
+    # Where the pointer is, in screen pixels: unknown until a pointer action of this episode ran. Qwen's
+    # computer_use clicks at it when a click has no coordinate and drags from it.
+    pointer: tuple[int, int] | None = None
     try:
         max_turns = min(cfg.max_turns, int(task.get("max_turns") or cfg.max_turns))
         family = family_named(cfg.model_family)
@@ -137,7 +140,7 @@ async def _loop(
             t0 = time.monotonic()
             call = await asyncio.wait_for(client.chat(prompt.messages, prompt.images), cfg.turn_timeout_s)
             model_s = time.monotonic() - t0
-            parsed = parse_action(call.text, mapping)
+            parsed = parse_action(call.text, mapping, family=family.name, pointer=pointer)
 
             if isinstance(parsed, ParseFailure):
                 ep.format_failures += 1
@@ -158,6 +161,7 @@ async def _loop(
             try:
                 result, png = await sandbox.step(parsed.action.to_wire())
                 note = "ok"
+                pointer = pointer_after(parsed.action, result) or pointer
             except SandboxRequestError as exc:  # the sandbox refused the action: the policy's fault
                 ep.format_failures += 1
                 result, note, png = {}, f"rejected: {exc}", screenshots[-1]

@@ -2,6 +2,16 @@
 
 `parse_action` never raises. Model output is untrusted and may be megabytes of garbage, so the input and
 the decode attempts are bounded.
+
+Only the answer is read, never the reasoning before it: text up to the last `</think>` (a Thinking model's
+reasoning) is skipped, and a reasoning cut off before its `</think>` is no action. Given the model family
+(`family`), the parser reads as that family's own harness does:
+- qwen3-vl: a `<tool_call>` or JSON object only, never function-call prose (a Thinking model's reasoning cut
+  off by the token limit carries no `<think>` of its own: its `<think>` ends the prompt);
+- ui-tars: only the text after the last `Action:` (never a call-like phrase in the `Thought:`), with a
+  `type(content='...')` whose inner single quotes are not escaped repaired as UI-TARS's parser does.
+Qwen's computer_use acts at the pointer when a click has no `coordinate`, and drags from it to
+`coordinate` (`left_click_drag`): `pointer`, where the episode's last pointer action left it, is that point.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ for _canon, _aliases in {
     "click": ("click", "left_click", "leftclick", "left_single", "single_click", "tap"),
     "double_click": ("double_click", "doubleclick", "dblclick", "left_double", "double_left_click"),
     "right_click": ("right_click", "rightclick", "context_click", "right_single"),
+    "middle_click": ("middle_click", "middleclick", "middle_single"),
     "move": ("move", "mouse_move", "mousemove", "move_mouse", "move_to", "moveto", "hover"),
     "drag": ("drag", "left_click_drag", "drag_to", "dragto", "drag_and_drop"),
     "scroll": ("scroll", "mouse_scroll", "wheel"),
@@ -68,6 +79,12 @@ for _d in DIRECTIONS:
     _NAME_ALIASES[f"scroll_{_d}"] = ("scroll", {"direction": _d})
 # Qwen3-VL's sideways scroll: its signed `pixels` mean right (> 0) and left (< 0).
 _NAME_ALIASES["hscroll"] = ("scroll", {"_horizontal": True})
+# Known actions the sandbox cannot perform exactly: refused with the reason, not as unknown.
+_UNSUPPORTED = {
+    "triple_click": "the sandbox's click has no click count, and three separate clicks are not a triple "
+    "click; select with a drag or keys instead",
+}
+_UNSUPPORTED["tripleclick"] = _UNSUPPORTED["triple_click"]
 
 # Function-call text: only known names, at a word start, so prose words are not candidates and the
 # match cannot backtrack over long words.
@@ -82,6 +99,13 @@ _CALL_TOKENS = re.compile(r"[()\[\]{}\"'\\]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _NUMERIC_STR = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 _NONFINITE = re.compile(r"\b(?:nan|inf|infinity)\b", re.I)
+_THINK_OPEN = re.compile(r"<think>", re.I)
+_THINK_CLOSE = re.compile(r"</think>", re.I)
+_UI_TARS_ACTION = re.compile(r"(?<![A-Za-z_])Action:")
+_UI_TARS_THOUGHT = re.compile(r"(?<![A-Za-z_])Thought:")
+_UI_TARS_TYPE = re.compile(r"\s*type\(\s*content\s*=\s*'")
+_UI_TARS_TYPE_END = re.compile(r"'\s*\)(?=[ \t]*(?:\n|$))")
+_UNESCAPED_QUOTE = re.compile(r"(?<!\\)'")
 
 
 def _canonical_name(name: Any) -> tuple[str, dict[str, Any]] | None:
@@ -262,8 +286,9 @@ def _fenced_bodies(s: str) -> Iterator[str]:
         pos, n = end + 3, n + 1
 
 
-def _candidates(text: str, budget: _Budget) -> Iterator[tuple[str, str, Any, str]]:
-    """(format, kind, value, raw) in order of preference: the most explicit form first."""
+def _candidates(text: str, budget: _Budget, prose_calls: bool = True) -> Iterator[tuple[str, str, Any, str]]:
+    """(format, kind, value, raw) in order of preference: the most explicit form first. prose_calls: also
+    function-call text outside a <tool_call>."""
     for body in _tool_call_bodies(text):
         for kind, val, raw in _json_candidates(body, budget):
             yield "tool_call", kind, val, raw
@@ -272,12 +297,55 @@ def _candidates(text: str, budget: _Budget) -> Iterator[tuple[str, str, Any, str
     for body in _fenced_bodies(text):
         for kind, val, raw in _json_candidates(body, budget):
             yield "fenced", kind, val, raw
-        for kind, val, raw in _call_candidates(body, budget):
-            yield "fenced", kind, val, raw
+        if prose_calls:
+            for kind, val, raw in _call_candidates(body, budget):
+                yield "fenced", kind, val, raw
     for kind, val, raw in _json_candidates(text, budget):
         yield "json", kind, val, raw
-    for kind, val, raw in _call_candidates(text, budget):
-        yield "function_call", kind, val, raw
+    if prose_calls:
+        for kind, val, raw in _call_candidates(text, budget):
+            yield "function_call", kind, val, raw
+
+
+def _last_end(pattern: re.Pattern[str], text: str) -> int | None:
+    end = None
+    for m in pattern.finditer(text):
+        end = m.end()
+    return end
+
+
+def _answer(text: str, family: str | None) -> tuple[str, str | None]:
+    """(the part of the output that holds the answer, None) or ("", why there is none)."""
+    end = _last_end(_THINK_CLOSE, text)
+    if end is not None:
+        text = text[end:]
+        if not text.strip():
+            return "", "no action after the reasoning (nothing follows </think>)"
+    elif _THINK_OPEN.search(text):
+        return "", "the reasoning was cut off before </think>: no action"
+    if family == "ui-tars":
+        end = _last_end(_UI_TARS_ACTION, text)
+        if end is not None:
+            text = _repair_ui_tars_type(text[end:])
+        elif _UI_TARS_THOUGHT.search(text):
+            return "", "a Thought with no 'Action:' line after it (cut off?): no action"
+    return text, None
+
+
+def _repair_ui_tars_type(action: str) -> str:
+    """UI-TARS's `type(content='it's fine')`: single quotes inside the content are escaped, as its own
+    parser does, up to the `')` that ends the line."""
+    m = _UI_TARS_TYPE.match(action)
+    if m is None:
+        return action
+    end = _UI_TARS_TYPE_END.search(action, m.end())
+    if end is None:
+        return action
+    content = action[m.end() : end.start()]
+    if not _UNESCAPED_QUOTE.search(content):
+        return action
+    escaped = _UNESCAPED_QUOTE.sub(lambda _: "\\'", content)
+    return "type(content='" + escaped + "')" + action[end.end() :]
 
 
 # ---- interpretation of a candidate
@@ -438,9 +506,14 @@ def _success(v: Any) -> bool | None:
     raise ActionError(f"'success' must be a bool or 'success'/'failure', got {str(v)[:40]!r}")
 
 
-def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMapping) -> Action:
+def _build(
+    name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMapping, pointer: tuple[int, int] | None
+) -> Action:
     canon = _canonical_name(name)
     if canon is None:
+        why = _UNSUPPORTED.get(str(name).strip().lower().replace("-", "_")) if isinstance(name, str) else None
+        if why is not None:
+            raise ActionError(f"{str(name).strip()!r} is not supported: {why}")
         raise ActionError(f"unknown action {str(name)[:40]!r}")
     kind, implied = canon
     kw = {**_lower_keys(kw), **implied}
@@ -451,11 +524,28 @@ def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMap
             raise ActionError(f"'{kind}' needs {what} [x, y]")
         return mapping.to_screen(*p)
 
-    if kind in ("click", "double_click", "right_click", "move"):
-        x, y = screen(_point(kw, pos, _POINT_KEYS + _START_KEYS, "x", "y"), "a coordinate")
+    def at_pointer(what: str) -> tuple[int, int]:
+        if pointer is None:
+            raise ActionError(
+                f"{str(name)[:40]!r} {what} the pointer, whose position is not known (no pointer action has "
+                "run in this episode): give the coordinate"
+            )
+        return pointer
+
+    if kind in ("click", "double_click", "right_click", "middle_click", "move"):
+        p = _point(kw, pos, _POINT_KEYS + _START_KEYS, "x", "y")
+        # Qwen's computer_use: a click with no coordinate clicks where the pointer is. A move must say where.
+        x, y = (
+            at_pointer("with no coordinate acts at")
+            if p is None and kind != "move"
+            else screen(p, "a coordinate")
+        )
         return ACTION_CLASSES[kind](x, y)  # type: ignore[call-arg,return-value]
     if kind == "drag":
-        start_keys = _START_KEYS if _get(kw, *_START_KEYS) else _POINT_KEYS
+        named_start = (
+            _get(kw, *_START_KEYS) is not None or kw.get("x1") is not None or kw.get("y1") is not None
+        )
+        start_keys = _START_KEYS if named_start else _POINT_KEYS
         # Anthropic's left_click_drag: start_coordinate + coordinate (the end).
         end_keys = _END_KEYS + (_POINT_KEYS if start_keys is _START_KEYS else ())
         start = _point(kw, pos, start_keys, "x", "y")
@@ -464,6 +554,12 @@ def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMap
         end = _point(kw, pos, end_keys, "x2", "y2")
         if end is None:
             end = _point(kw, pos, (), "to_x", "to_y") or _point(kw, pos, (), "end_x", "end_y")
+        if end is None and start is not None and not named_start:
+            # One point, not named as the start: Qwen's left_click_drag (and pyautogui's dragTo) drag from
+            # the pointer to it.
+            x2, y2 = screen(start, "an end coordinate")
+            x, y = at_pointer("with one coordinate drags from")
+            return Drag(x, y, x2, y2)
         x, y = screen(start, "a start coordinate")
         x2, y2 = screen(end, "an end coordinate")
         return Drag(x, y, x2, y2)
@@ -534,29 +630,40 @@ def _build(name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMap
     return Done(_success(success_raw), answer)
 
 
-def _interpret(kind: str, val: Any, mapping: CoordinateMapping) -> Action:
+def _interpret(kind: str, val: Any, mapping: CoordinateMapping, pointer: tuple[int, int] | None) -> Action:
     if kind == "call":
         name, pos, kw = val
-        return _build(name, kw, pos, mapping)
+        return _build(name, kw, pos, mapping, pointer)
     name, fields_ = _resolve_obj(val)
-    return _build(name, fields_, [], mapping)
+    return _build(name, fields_, [], mapping, pointer)
 
 
-def parse_action(text: Any, mapping: CoordinateMapping) -> ParsedAction | ParseFailure:
+def parse_action(
+    text: Any,
+    mapping: CoordinateMapping,
+    *,
+    family: str | None = None,
+    pointer: tuple[int, int] | None = None,
+) -> ParsedAction | ParseFailure:
     """Model output -> the first valid action of its most explicit form, in screen pixels.
 
     Forms, most explicit first: <tool_call>{...}</tool_call> (the closing tag may be missing), ```json
     fenced blocks, JSON objects in prose (tool-call, OpenAI function and flat shapes), function-call text
     like click(100, 200). Never raises; the input is capped at MAX_INPUT_CHARS.
+    family: the model family's name (families.py), to read its output as its harness does (module doc);
+    None reads every family's forms from anywhere in the answer. pointer: where the pointer is, in screen
+    pixels (None: not known), for a click with no coordinate and a drag from the pointer.
     """
     try:
-        return _parse(text, mapping)
+        return _parse(text, mapping, family, pointer)
     except Exception as exc:  # the contract is "never raises"; a bug here must not kill an episode
         raw = _excerpt(text) if isinstance(text, str) else ""
         return ParseFailure(f"internal parser error: {type(exc).__name__}: {str(exc)[:100]}", raw)
 
 
-def _parse(text: Any, mapping: CoordinateMapping) -> ParsedAction | ParseFailure:
+def _parse(
+    text: Any, mapping: CoordinateMapping, family: str | None, pointer: tuple[int, int] | None
+) -> ParsedAction | ParseFailure:
     if isinstance(text, bytes | bytearray):
         text = bytes(text[: MAX_INPUT_CHARS * 4]).decode("utf-8", errors="replace")
     if not isinstance(text, str):
@@ -564,14 +671,20 @@ def _parse(text: Any, mapping: CoordinateMapping) -> ParsedAction | ParseFailure
     text = text[:MAX_INPUT_CHARS]
     if not text.strip():
         return ParseFailure("empty output", "")
+    answer, why = _answer(text, family)
+    if why is not None:
+        return ParseFailure(why, _excerpt(text))
     budget = _Budget(MAX_CANDIDATES)
     first_error: ParseFailure | None = None
-    for fmt, kind, val, raw in _candidates(text, budget):
+    for fmt, kind, val, raw in _candidates(answer, budget, prose_calls=family != "qwen3-vl"):
         try:
-            return ParsedAction(_interpret(kind, val, mapping), fmt, _excerpt(raw))
+            return ParsedAction(_interpret(kind, val, mapping, pointer), fmt, _excerpt(raw))
         except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
             if first_error is None:
                 first_error = ParseFailure(f"{fmt}: {exc}"[:300], _excerpt(raw))
     if first_error is not None:
         return first_error
-    return ParseFailure("no action found (expected <tool_call>{...}</tool_call>)", _excerpt(text))
+    expected = (
+        "Action: and a call of the action space" if family == "ui-tars" else "<tool_call>{...}</tool_call>"
+    )
+    return ParseFailure(f"no action found (expected {expected})", _excerpt(answer))

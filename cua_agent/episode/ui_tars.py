@@ -15,6 +15,7 @@ from cua_agent.episode.actions import (
     DoubleClick,
     Drag,
     Key,
+    MiddleClick,
     Move,
     RightClick,
     Scroll,
@@ -70,8 +71,14 @@ def action_text(action: Action, mapping: CoordinateMapping) -> str:
         return f"drag(start_box={start}, end_box={end})"
     if isinstance(action, Scroll):
         return f"scroll(start_box={_box(mapping, action.x, action.y)}, direction='{action.direction}')"
-    if isinstance(action, DoubleClick | RightClick | Move):
-        name = {DoubleClick: "left_double", RightClick: "right_single", Move: "move"}[type(action)]
+    if isinstance(action, DoubleClick | RightClick | MiddleClick | Move):
+        # UI-TARS's action space has no middle click and no move: those two are written in its style.
+        name = {
+            DoubleClick: "left_double",
+            RightClick: "right_single",
+            MiddleClick: "middle_click",
+            Move: "move",
+        }[type(action)]
         return f"{name}(start_box={_box(mapping, action.x, action.y)})"
     if isinstance(action, Click):
         return f"click(start_box={_box(mapping, action.x, action.y)})"

@@ -14,6 +14,7 @@ from cua_agent.episode.actions import (
     DoubleClick,
     Drag,
     Key,
+    MiddleClick,
     Move,
     RightClick,
     Scroll,
@@ -41,6 +42,7 @@ screen_actions = st.one_of(
     st.builds(Click, screen_x, screen_y),
     st.builds(DoubleClick, screen_x, screen_y),
     st.builds(RightClick, screen_x, screen_y),
+    st.builds(MiddleClick, screen_x, screen_y),
     st.builds(Move, screen_x, screen_y),
     st.builds(Drag, screen_x, screen_y, screen_x, screen_y),
     st.builds(

@@ -17,6 +17,7 @@ from cua_agent.episode.actions import (
     DoubleClick,
     Drag,
     Key,
+    MiddleClick,
     Move,
     RightClick,
     Scroll,
@@ -136,6 +137,7 @@ def test_key_normalisation(keys, canonical):
 def test_wire_payloads_are_the_sandbox_format():
     assert Click(10, 20).to_wire() == {"type": "click", "x": 10, "y": 20}
     assert RightClick(1, 2).to_wire() == {"type": "right_click", "x": 1, "y": 2}
+    assert MiddleClick(1, 2).to_wire() == {"type": "click", "x": 1, "y": 2, "button": "middle"}
     assert Drag(1, 2, 3, 4).to_wire() == {"type": "drag", "x": 1, "y": 2, "to_x": 3, "to_y": 4}
     assert Scroll(5, 6, "down", 3).to_wire() == {"type": "scroll", "x": 5, "y": 6, "dx": 0, "dy": 3}
     assert Scroll(5, 6, "up", 3).to_wire() == {"type": "scroll", "x": 5, "y": 6, "dx": 0, "dy": -3}
@@ -174,6 +176,7 @@ limit_actions = st.one_of(
     st.builds(Click, coord, coord),
     st.builds(DoubleClick, coord, coord),
     st.builds(RightClick, coord, coord),
+    st.builds(MiddleClick, coord, coord),
     st.builds(Move, coord, coord),
     st.builds(Drag, coord, coord, coord, coord),
     st.builds(
@@ -189,6 +192,8 @@ def test_the_sandbox_knows_every_agent_action_type_but_done():
     assert set(ACTION_TYPES) == {
         c.name for c in (Click, DoubleClick, RightClick, Move, Drag, Scroll, TypeText, Key, Wait)
     }
+    # a middle click is the wire's click with the middle button
+    assert server_parse(MiddleClick(3, 4).to_wire(), 10, 10).xdotool[-1] == "2"  # X's middle button
 
 
 @settings(max_examples=600, deadline=None)
@@ -196,7 +201,7 @@ def test_the_sandbox_knows_every_agent_action_type_but_done():
 def test_every_agent_action_is_accepted_by_the_sandbox(action):
     payload = json.loads(json.dumps(action.to_wire()))
     act = server_parse(payload, BIG, BIG)
-    assert act.type == action.name
+    assert act.type == payload["type"] == (action.name if not isinstance(action, MiddleClick) else "click")
     if isinstance(action, Key):
         assert act.xdotool[-1] == action.keys  # the sandbox presses exactly the agent's canonical keys
     if isinstance(action, TypeText):
