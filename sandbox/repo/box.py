@@ -13,19 +13,33 @@ box can only read, and reads answers from the one it writes without following li
 regular file with one link, read up to a cap, opened without blocking. An answer that is not is the
 command's failure (exit code TAMPERED, output saying why), never the host's: no host file is read or
 written through the box's names, and the event loop never waits on the box's files.
+
+Every box records, at its start and before anything else runs in it (control.sh runs the host's start
+script, then says it is ready), its starting tree: the id of the tree git makes of the workdir as the image
+left it (HEAD's tree, then the work tree added with a private index: untracked files in, ignored ones out).
+Scoring takes the agent's work as its diff against that tree, not against HEAD: R2E-Gym's images change
+files after their checkout (sandbox/repo/scoring.py). The id stays on the host (`RepoBox.start_tree`); the
+box keeps only the tree's objects in its own repository.
+
+A box of R2E-Gym's layout (`RepoSpec.r2e_layout`) started for an agent then hides the harness, as R2E-Gym's
+runtime does before its agent starts, only more: <workdir>/run_tests.sh moves to /root and /r2e_tests, the
+hidden tests, is removed (root in the box reads anything left there); a box started for scoring (inside
+`scoring_boxes()`) keeps both, and the scorer moves them (scoring.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
+import re
 import shlex
 import shutil
 import stat
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +60,59 @@ MAX_OUTPUT = 16_384  # characters of a command's output an agent sees by default
 MAX_RC_BYTES = 16  # an exit status is a few digits
 TAMPERED = -2  # the exit code of a command whose answer the box replaced (a link, a FIFO, not a number)
 TRUNCATION_MARK = "\n[... output truncated at {n} bytes ...]"
+
+# R2E-Gym's layout: the harness script in the workdir, the hidden tests at the root, both moved to its
+# runtime's home (R2E-Gym's SKIP_FILES_NEW, moved by its DockerRuntime.setup_env)
+R2E_TESTS = "/r2e_tests"
+R2E_HOME = "/root"
+R2E_HARNESS = ("run_tests.sh", "r2e_tests")  # paths in the workdir that never come from the agent
+START_TIMEOUT_S = 300  # the start script: git hashes the work tree once
+TREE_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# The tree git makes of the work tree, in a private index seeded from `seed` (files the seed has stay in it
+# even where ignored, new ones come in unless ignored); the agent's own index, commits and hooks play no part.
+# Prints "cua-tree <id>", or "cua-no-tree" and git's complaint.
+TREE_SCRIPT = """t=$(mktemp -d {tmp}/cua-tree.XXXXXX) || exit 96
+if tree=$( {{ GIT_INDEX_FILE="$t/index"; export GIT_INDEX_FILE; {seed} && git add -A && git write-tree; }} \
+    2>"$t/err" ); then
+  echo "cua-tree $tree"
+else
+  echo cua-no-tree; tail -c 300 "$t/err"
+fi
+rm -rf "$t"
+"""
+HEAD_SEED = "{ git read-tree HEAD 2>/dev/null || git read-tree --empty; }"  # an unborn HEAD: empty
+# The box's root has no capabilities: "/" of a Debian rootfs is r-x even for it, so "/" is made writable
+# (its owner may) for the move, then set back
+ROOT_WRITABLE = "w=; [ -w / ] || { chmod u+w / && w=1; }"
+ROOT_BACK = '[ -z "$w" ] || chmod u-w /'
+MOVE_HARNESS = f"mkdir -p {R2E_HOME} && {{ [ ! -e run_tests.sh ] && [ ! -L run_tests.sh ] || mv -f run_tests.sh {R2E_HOME}/; }}"
+HIDE_SCRIPT = f"""{ROOT_WRITABLE}
+{MOVE_HARNESS} && {{ chmod -R u+w {R2E_TESTS} 2>/dev/null; rm -rf {R2E_TESTS}; [ ! -e {R2E_TESTS} ]; }}
+rc=$?; {ROOT_BACK}
+[ $rc = 0 ] || {{ echo "run_tests.sh not moved to {R2E_HOME}, or {R2E_TESTS} not removed"; exit 3; }}
+"""
+# True while the scorer starts its box (scoring.py): a box for scoring keeps the hidden tests
+_SCORING_BOX: contextvars.ContextVar[bool] = contextvars.ContextVar("cua_repo_scoring_box", default=False)
+
+
+@contextlib.contextmanager
+def scoring_boxes() -> Iterator[None]:
+    """Boxes started in here (in this task or a thread it starts) are scoring boxes: the hidden tests of
+    R2E-Gym's layout stay in them. Anywhere else a box is an agent's."""
+    token = _SCORING_BOX.set(True)
+    try:
+        yield
+    finally:
+        _SCORING_BOX.reset(token)
+
+
+def parse_tree(output: str) -> tuple[str | None, str]:
+    """TREE_SCRIPT's answer: (tree id, "") or (None, why not)."""
+    lines = output.strip().splitlines()
+    first = lines[0].split() if lines else []
+    if len(first) == 2 and first[0] == "cua-tree" and TREE_ID.fullmatch(first[1]):
+        return first[1], ""
+    return None, " ".join(lines[1:] if first == ["cua-no-tree"] else lines)[-300:] or "no answer"
 
 
 DISK_CHECK_EVERY_S = 0.5  # a box writing at disk speed overshoots its quota by about this many seconds' worth
@@ -101,6 +168,7 @@ class RepoSpec:
     cpus: float = 1.0
     pids: int = 256
     disk_mb: int = 2048  # what the box may write to the host's disk: its engine layer and answers folder
+    r2e_layout: bool = False  # R2E-Gym's image layout: /r2e_tests and <workdir>/run_tests.sh (module doc)
 
 
 @dataclass(frozen=True)
@@ -126,8 +194,19 @@ class RepoBox:
 
     answer_grace_s = 15.0  # past a command's timeout, until a silent control loop is a broken box
 
-    def __init__(self, box_id: str, backend: DockerBackend, spec: RepoSpec, folder: Path) -> None:
+    def __init__(
+        self,
+        box_id: str,
+        backend: DockerBackend,
+        spec: RepoSpec,
+        folder: Path,
+        start_tree: str | None = None,
+        for_scoring: bool = False,
+    ) -> None:
         self.id, self.backend, self.spec, self.folder = box_id, backend, spec, folder
+        self.start_tree = start_tree  # the workdir's tree at the box's start (module doc); None: no git
+        self.start_note = ""  # why there is no start_tree
+        self.for_scoring = for_scoring  # started by the scorer: R2E-Gym's hidden tests are still there
         self._lock = asyncio.Lock()
         self._disk_checked = 0.0
         self.layer = backend.layer_dir(box_id)  # None: the quota counts the answers folder alone
@@ -230,12 +309,15 @@ class RepoBox:
         script = f'mkdir -p -- "$(dirname -- {q})" && cat -- "{data}" > {q}'
         return await self._request(script, 30.0, 4096, data=content.encode())
 
-    async def apply_patch(self, diff: str | bytes) -> CommandResult:
-        """A unified diff, relative to the workdir: `git apply` when the image has git, else `patch -p1`."""
+    async def apply_patch(self, diff: str | bytes, exclude: tuple[str, ...] = ()) -> CommandResult:
+        """A unified diff, relative to the workdir: `git apply` when the image has git, else `patch -p1`.
+        With `exclude` (git's --exclude patterns), git's alone, and the changes to those paths are left out."""
         data = f'{REQUESTS_IN_BOX}/$(basename "$0" .sh).data'
-        script = (
-            f'if command -v git >/dev/null; then git apply --whitespace=nowarn -- "{data}"; '
+        skip = "".join(f" --exclude={shlex.quote(p)}" for p in exclude)
+        script = f'if command -v git >/dev/null; then git apply --whitespace=nowarn{skip} -- "{data}"; ' + (
             f'else patch -p1 --forward --batch < "{data}"; fi'
+            if not exclude
+            else 'else echo "git is needed to leave paths out of a patch"; exit 1; fi'
         )
         return await self._request(script, 60.0, 8192, data=diff.encode() if isinstance(diff, str) else diff)
 
@@ -245,11 +327,19 @@ class RepoBox:
 
 def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: float = 60.0) -> RepoBox:
     """A repository box on a DockerBackend (blocking: call it in a thread). The image's own entrypoint
-    is replaced by the control loop; its user, environment and files are the task's."""
+    is replaced by the control loop; its user, environment and files are the task's. Before the loop
+    takes requests, it runs the start script: the starting tree recorded, R2E-Gym's harness hidden from an
+    agent's box (module doc)."""
     name = f"cua-sb-{uuid.uuid4().hex[:12]}"
     folder = backend.run_dir / name
     (folder / "in").mkdir(parents=True)  # the host's alone: read-only in the box
     (folder / "out").mkdir()
+    for_scoring = _SCORING_BOX.get()
+    start = TREE_SCRIPT.format(tmp=OUTPUT_TMPFS_IN_BOX, seed=HEAD_SEED)
+    if spec.r2e_layout and not for_scoring:
+        start += HIDE_SCRIPT
+    (folder / "in" / "start.sh").write_text(f"cd {shlex.quote(spec.workdir)} || exit 97\n{start}")
+    (folder / "in" / "start.limits").write_text(f"{START_TIMEOUT_S} {MAX_OUTPUT}\n")
     (folder / "out").chmod(0o777)  # the image's user, whoever it is, writes its answers here
     os.mkfifo(folder / "in" / "requests")
     os.chmod(folder / "in" / "requests", 0o666)  # the loop opens it read-write, as whichever user
@@ -274,14 +364,33 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
     except Exception as exc:
         shutil.rmtree(folder, ignore_errors=True)
         raise SandboxStartError(f"{name}: could not start image {spec.image!r}: {exc}") from exc
-    deadline = time.monotonic() + start_timeout_s
+    deadline = time.monotonic() + start_timeout_s + START_TIMEOUT_S
     while not os.path.lexists(folder / "out" / "ready"):
         if time.monotonic() > deadline or not backend.is_running(name):
             logs = backend.logs(name)
             backend.remove_sync(name)
             raise SandboxStartError(f"{name}: the control loop did not start in {spec.image!r}:\n{logs}")
         time.sleep(0.05)
-    return RepoBox(name, backend, spec, folder)
+    try:  # written before the box took any request: nothing but the image's files ran yet
+        rc = _exit_status(read_answer(folder / "out", "start.rc", MAX_RC_BYTES))
+        said = read_answer(folder / "out", "start.out", MAX_OUTPUT).decode(errors="replace")
+    except AnswerRefused as exc:
+        backend.remove_sync(name)
+        raise SandboxStartError(f"{name}: no answer from the start script in {spec.image!r}: {exc}") from None
+    finally:
+        for p in (folder / "in" / "start.sh", folder / "in" / "start.limits"):
+            p.unlink(missing_ok=True)
+        for answer in ("start.out", "start.rc"):
+            with contextlib.suppress(OSError):
+                os.unlink(folder / "out" / answer)
+    if rc == 3:  # the agent would read the hidden tests: the task's image is not as its row says
+        backend.remove_sync(name)
+        raise SandboxStartError(
+            f"{name}: could not hide R2E-Gym's tests and harness in {spec.image!r}: {said[-300:]}"
+        )
+    box = RepoBox(name, backend, spec, folder, for_scoring=for_scoring)
+    box.start_tree, box.start_note = parse_tree(said) if rc == 0 else (None, f"exit {rc}: {said[-300:]}")
+    return box
 
 
 @contextlib.asynccontextmanager

@@ -12,18 +12,23 @@
 in=/run/cua/in
 out=/run/cua/out
 log=/run/cua-tmp/output
-exec 3<>"$in/requests"  # read-write: the FIFO never reports end-of-file between requests
-: > "$out/ready"
-while read -r id <&3; do
-  case "$id" in *[!A-Za-z0-9]* | "") continue ;; esac
-  read -r seconds bytes < "$in/$id.limits"
+answer() {  # runs request $1 and writes its answer
+  read -r seconds bytes < "$in/$1.limits"
   rm -f "$log"
-  timeout -k 2 "$seconds" sh "$in/$id.sh" < /dev/null > "$log" 2>&1
+  timeout -k 2 "$seconds" sh "$in/$1.sh" < /dev/null > "$log" 2>&1
   rc=$?
   # <>: whatever the command left at these names (a FIFO, a link) neither blocks the loop nor is removed;
   # the host refuses an answer that is not the plain file written here
-  head -c "$bytes" "$log" 1<> "$out/$id.out"
+  head -c "$bytes" "$log" 1<> "$out/$1.out"
   rm -f "$log"
-  echo "$rc" 1<> "$out/$id.rc.tmp"
-  mv -f "$out/$id.rc.tmp" "$out/$id.rc"
+  echo "$rc" 1<> "$out/$1.rc.tmp"
+  mv -f "$out/$1.rc.tmp" "$out/$1.rc"
+}
+exec 3<>"$in/requests"  # read-write: the FIFO never reports end-of-file between requests
+# the host's start script (the starting tree; R2E-Gym's harness hidden), before any request
+if [ -f "$in/start.sh" ]; then answer start; fi
+: > "$out/ready"
+while read -r id <&3; do
+  case "$id" in *[!A-Za-z0-9]* | "") continue ;; esac
+  answer "$id"
 done

@@ -2,9 +2,25 @@
 
 The box the agent worked in is hostile: a process it left behind can rewrite files, answer the host's
 requests or fake the tests' exit status. So the agent's box only hands over its work, as a diff against
-the image's commit (`git diff --binary`, base64 so that any bytes travel), and the tests run in a fresh
-box of the same image: the diff applied, the task's test files copied in by the host over anything the
-diff wrote there, then the tests' command.
+the image's starting tree (`git diff --binary`, base64 so that any bytes travel), and the tests run in a
+fresh box of the same image: the diff applied, the task's test files copied in by the host over anything
+the diff wrote there, then the tests' command.
+
+The starting tree, not HEAD: R2E-Gym's images change the repository after their checkout (an untracked
+run_tests.sh, a tracked Makefile edited), so a diff against HEAD carries those changes and does not apply
+in a fresh box, which has them already. Each box records the tree of its work tree at its start, before
+anything runs in it (sandbox/repo/box.py); the host keeps the id. The agent's diff is taken against the
+id its box recorded (a private index seeded from that tree, then `git add -A`: its commits, index, diff
+drivers and text conversions play no part); the scoring box's own record must be the same tree (the same
+image), else the task or the engine is at fault and scoring raises. An agent that pruned or rewrote the
+tree's objects in its box gets no diff, or one that does not apply: its 0.
+
+R2E-Gym's layout (`RepoSpec.r2e_layout`, rows naming `r2e_ds_json`): the agent's box never had the
+hidden tests (box.py). In the scoring box, before the diff is applied, the harness moves out of the tree
+as R2E-Gym's runtime moves it: <workdir>/run_tests.sh to /root/run_tests.sh, /r2e_tests to
+/root/r2e_tests, linked back as <workdir>/r2e_tests; the diff's changes to those two paths are left out
+(R2E_HARNESS), so the agent's run_tests.sh or r2e_tests never run; then the row's command (by default
+R2E-Gym's `bash /root/run_tests.sh`).
 
 The verdict: with `tests.expected` and a runner's report ("unittest", "pytest"), every named test must
 have its outcome in the runner's report (sandbox/repo/reports.py), SWE-bench's rule, so an unrelated test
@@ -24,7 +40,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
+import shlex
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -33,7 +49,18 @@ from typing import TYPE_CHECKING
 from sandbox.base import broken_from_inside
 from sandbox.errors import SandboxError
 from sandbox.repo import r2e
-from sandbox.repo.box import OUTPUT_TMPFS_IN_BOX, CommandResult, RepoBox
+from sandbox.repo.box import (
+    MOVE_HARNESS,
+    OUTPUT_TMPFS_IN_BOX,
+    R2E_HARNESS,
+    R2E_HOME,
+    R2E_TESTS,
+    ROOT_BACK,
+    ROOT_WRITABLE,
+    CommandResult,
+    RepoBox,
+    scoring_boxes,
+)
 from sandbox.repo.reports import PARSERS, unmet
 
 if TYPE_CHECKING:
@@ -56,12 +83,24 @@ rm -f "$o"
 exit $rc
 """
 DIFF_TIMEOUT_S = 120.0
-# Everything the agent left in the work tree (new files too, ignored ones not) against the image's commit,
-# whatever it committed on the way; no external diff driver or text conversion the agent could configure.
+# Everything the agent left in the work tree (new files too, ignored ones not: those the starting tree has
+# stay counted) against the starting tree, whatever it committed or staged on the way, in an index of our
+# own; no external diff driver, text conversion, colour or prefix the agent could configure.
 DIFF_SCRIPT = (
-    'd=$(mktemp) && git add -A && git diff --cached --binary --no-ext-diff --no-textconv {base} -- > "$d" '
-    '&& base64 "$d"; rc=$?; rm -f "$d"; exit $rc'
+    f"t=$(mktemp -d {OUTPUT_TMPFS_IN_BOX}/cua-diff.XXXXXX) || exit 96\n"
+    'GIT_INDEX_FILE="$t/index" && export GIT_INDEX_FILE && git read-tree {base} && git add -A '
+    "&& git diff --cached --binary --no-ext-diff --no-textconv --no-color --src-prefix=a/ --dst-prefix=b/ "
+    '{base} -- {paths} > "$t/diff" && base64 "$t/diff"; rc=$?; rm -rf "$t"; exit $rc'
 )
+# The scoring box of R2E-Gym's layout: its harness out of the tree, where R2E-Gym's runtime puts it
+R2E_SETUP_SCRIPT = f"""[ -d {R2E_TESTS} ] || {{ echo "no {R2E_TESTS} in the image"; exit 3; }}
+{ROOT_WRITABLE}
+{MOVE_HARNESS} && rm -rf {R2E_HOME}/r2e_tests r2e_tests && mv {R2E_TESTS} {R2E_HOME}/r2e_tests \\
+  && ln -s {R2E_HOME}/r2e_tests r2e_tests
+rc=$?; {ROOT_BACK}
+exit $rc
+"""
+R2E_EXCLUDE = (*R2E_HARNESS, *(f"{p}/*" for p in R2E_HARNESS))  # git apply's patterns: the paths, below them
 
 FreshBox = Callable[[], AbstractAsyncContextManager[RepoBox]]
 
@@ -73,10 +112,12 @@ class Score:
     result: CommandResult | None = None  # the tests' run, when they ran
 
 
-async def diff_of(box: RepoBox, base: str) -> bytes | Score:
-    """The agent's work in `box` as a binary git diff against `base`, or the reason it scores 0."""
+async def diff_of(box: RepoBox, base: str, leave_out: tuple[str, ...] = ()) -> bytes | Score:
+    """The agent's work in `box` as a binary git diff against the tree or commit `base`, without the paths
+    `leave_out`, or the reason it scores 0."""
+    paths = " ".join(shlex.quote(f":(exclude){p}") for p in leave_out)
     try:
-        out = await box.run(DIFF_SCRIPT.format(base=base), DIFF_TIMEOUT_S, MAX_PATCH_BYTES)
+        out = await box.run(DIFF_SCRIPT.format(base=base, paths=paths), DIFF_TIMEOUT_S, MAX_PATCH_BYTES)
     except SandboxError as exc:
         if (why := await broken_from_inside(box.backend, box.id, exc)) is None:
             raise
@@ -93,28 +134,58 @@ async def diff_of(box: RepoBox, base: str) -> bytes | Score:
 
 async def score(agent_box: RepoBox, tests: RepoTests, fresh_box: FreshBox) -> Score:
     """The task's verdict on the agent's work, taken in a box from `fresh_box()` (removed after)."""
+    with scoring_boxes():  # the box started here keeps R2E-Gym's hidden tests
+        return await _score(agent_box, tests, fresh_box)
+
+
+async def _score(agent_box: RepoBox, tests: RepoTests, fresh_box: FreshBox) -> Score:
     async with fresh_box() as box:
-        head = await box.run("git rev-parse --verify HEAD", 30.0, 200)
-        base = head.output.strip()
-        if head.exit_code != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base):
-            raise SandboxError(
-                f"{box.spec.workdir} in {box.spec.image} is not a git repository ({head.observation()[-200:]});"
-                " scoring applies the agent's diff against the image's commit"
-            )
-        diff = await diff_of(agent_box, base)
+        base = _start_tree(box, agent_box)
+        r2e_layout = box.spec.r2e_layout
+        if r2e_layout:
+            await _r2e_setup(box)
+        diff = await diff_of(agent_box, base, R2E_HARNESS if r2e_layout else ())
         if isinstance(diff, Score):
             return diff
         try:
-            return await _test(box, diff, tests)
+            return await _test(box, diff, tests, R2E_EXCLUDE if r2e_layout else ())
         except SandboxError as exc:  # the agent's code under test can break the scoring box too
             if (why := await broken_from_inside(box.backend, box.id, exc)) is None:
                 raise
             return Score(0.0, f"the tests' box: {why}")
 
 
-async def _test(box: RepoBox, diff: bytes, tests: RepoTests) -> Score:
+def _start_tree(box: RepoBox, agent_box: RepoBox) -> str:
+    """The starting tree both boxes recorded (box.py): the base of the agent's diff."""
+    if box.start_tree is None:
+        raise SandboxError(
+            f"{box.spec.workdir} in {box.spec.image} has no starting tree ({box.start_note}): scoring applies "
+            "the agent's diff against the tree of the image's git repository there"
+        )
+    if agent_box.start_tree != box.start_tree:
+        raise SandboxError(
+            f"the agent's box started from tree {agent_box.start_tree} ({agent_box.spec.image}), the scoring "
+            f"box from tree {box.start_tree} ({box.spec.image}): not the same starting tree, so the agent's "
+            "diff cannot be scored (an image that changed under its name, or one whose start is not "
+            "reproducible)"
+        )
+    return box.start_tree
+
+
+async def _r2e_setup(box: RepoBox) -> None:
+    """R2E-Gym's harness out of the scoring box's tree (R2E_SETUP_SCRIPT); a box without it is the task's fault."""
+    if not box.for_scoring:
+        raise SandboxError(f"{box.id} was started as an agent's box: R2E-Gym's hidden tests are gone from it")
+    done = await box.run(R2E_SETUP_SCRIPT, 60.0, 4096)
+    if done.exit_code != 0:
+        raise SandboxError(
+            f"{box.spec.image} is not in R2E-Gym's layout, as its row says: {done.observation()[-300:]}"
+        )
+
+
+async def _test(box: RepoBox, diff: bytes, tests: RepoTests, leave_out: tuple[str, ...] = ()) -> Score:
     if diff:
-        applied = await box.apply_patch(diff)
+        applied = await box.apply_patch(diff, exclude=leave_out) if leave_out else await box.apply_patch(diff)
         if applied.exit_code != 0:
             return Score(0.0, f"the agent's diff does not apply: {applied.observation()[-300:]}", applied)
     for dst, src in tests.files:

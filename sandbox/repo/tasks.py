@@ -25,15 +25,19 @@ XPASS), `report` picks the rule:
   summary (the tail of the output), and the reward is 1 only when the report names exactly the expected
   tests with their outcomes; the deliberate differences are in that module's docstring.
 
-The workdir must be a git repository at the image's commit (R2E-Gym's and SWE-bench's images are).
+The workdir must be a git repository (R2E-Gym's and SWE-bench's images are); the agent's work is its
+diff against the tree the image starts with there, which may differ from its commit (scoring.py).
 `solution` (optional) is a reference patch for the scripted rule agent.
 
 `r2e_ds_json` (a path, relative to the task file, to one R2E-Gym dataset entry) fills `docker_image`,
 `issue` (its `problem_statement`, cut to what lies between `[ISSUE]` and `[/ISSUE]` when it has them, as
 R2E-Gym's `get_task_instruction` does) and `tests.expected` (its `expected_output_json`, read by the "r2e"
-rule; an entry without one, or with {}, is scored by exit status), and defaults `workdir` to /testbed; the
-row still names `tests.command` (e.g. R2E-Gym's `bash /run_tests.sh`-style script of the image) and may
-name its own `issue`, `expected` or `report`. Errors name the file, line and field.
+rule; an entry without one, or with {}, is scored by exit status), and defaults `workdir` to /testbed and
+`tests.command` to R2E_TEST_COMMAND, R2E-Gym's own: the image's run_tests.sh, which the scoring box has
+moved to /root (with the hidden tests, /r2e_tests, linked back as <workdir>/r2e_tests); such a row may
+leave `tests` out. Its box is of R2E-Gym's layout (`RepoSpec.r2e_layout`): the agent's never holds the
+hidden tests, and the agent's run_tests.sh or r2e_tests never reach scoring (box.py, scoring.py). The row
+may name its own `issue`, `command`, `expected` or `report`. Errors name the file, line and field.
 
 Task files are the operator's input, trusted but checked: the files a row copies into a box (`tests.files`,
 `solution`, `r2e_ds_json`) must sit under the task file's folder (links followed), and a mount's source
@@ -61,6 +65,7 @@ SANDBOX_FIELDS = {"backend", "docker_image", "workdir", "mounts", "env", "resour
 RESOURCE_FIELDS = {"memory_mb", "cpus", "pids", "disk_mb"}
 TEST_FIELDS = {"command", "timeout_s", "files", "expected", "report"}
 REPORTS = (*RUNNERS, "r2e")  # "r2e": R2E-Gym's own parse and reward rule (sandbox/repo/r2e.py)
+R2E_TEST_COMMAND = "bash /root/run_tests.sh"  # R2E-Gym's DockerRuntime.run_tests, after its setup_env's move
 _TASK_ID = re.compile(r"^repo/[a-z0-9][a-z0-9_.-]*$")
 MOUNT_ROOTS_ENV = "CUA_TASK_MOUNT_ROOTS"  # host folders rows may mount from, beside the task file's own
 
@@ -171,7 +176,7 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
         raise TaskSpecError(f"{where}: a task must be a JSON object, got {type(obj).__name__}")
     row = _Row(obj, where, base)
     _known(row, obj, TOP_FIELDS, "")
-    for req in ("task_id", "split", "max_steps", "sandbox", "tests"):
+    for req in ("task_id", "split", "max_steps", "sandbox", *(() if "r2e_ds_json" in obj else ("tests",))):
         row.check(req in obj, req, "is required")
     tid = obj["task_id"]
     row.check(
@@ -251,12 +256,15 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
         workdir=workdir,
         env=dict(env),
         mounts=tuple(mounts),
+        r2e_layout="r2e_ds_json" in obj,
         **{k: res[k] for k in RESOURCE_FIELDS if k in res},
     )
 
-    t = obj["tests"]
+    t = obj.get("tests", {})
     row.check(isinstance(t, dict), "tests", "must be an object")
     _known(row, t, TEST_FIELDS, "tests.")
+    if "r2e_ds_json" in obj:
+        t = {"command": R2E_TEST_COMMAND, **t}
     row.check(
         isinstance(t.get("command"), str) and t["command"].strip() != "", "tests.command", "is required"
     )
