@@ -11,6 +11,21 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+# The terminal gets this project's own lines ("[script hh:mm:ss] ..."), one or two a step; everything else
+# (apt, pip, image builds, the warm start's epochs) goes to the setup log, whose last lines a failure prints.
+if [ -z "${CUA_SETUP_LOG:-}" ]; then
+  export CUA_SETUP_LOG="$CUA_HOME/logs/setup-$(date +%Y%m%d-%H%M%S).log"
+  mkdir -p "$(dirname "$CUA_SETUP_LOG")"
+  status=0
+  bash "${BASH_SOURCE[0]}" "$@" 2>&1 | tee -a "$CUA_SETUP_LOG" \
+    | { grep --line-buffered -E '^\[[A-Za-z0-9_.-]+ [0-9]{2}:[0-9]{2}:[0-9]{2}\]' >&2 || true; } || status=$?
+  if [ "$status" -ne 0 ]; then
+    log "setup failed (status $status); the last lines of $CUA_SETUP_LOG:"
+    tail -n 25 "$CUA_SETUP_LOG" >&2
+  fi
+  exit "$status"
+fi
+
 SYSTEM_PACKAGES=(
   xvfb xdotool x11-utils chromium chromium-driver fonts-dejavu-core  # desktops and the browser
   matchbox-window-manager l3afpad xterm                              # local-backend desktop tasks
@@ -25,7 +40,10 @@ setup_system() {
   for pkg in "${SYSTEM_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
-  if [ ${#missing[@]} -eq 0 ]; then log "system packages: present"; return; fi
+  if [ ${#missing[@]} -eq 0 ]; then
+    [ -n "$nested" ] || log "system packages: present"  # said once, by the outer setup
+    return
+  fi
   local cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then
     die "missing Debian packages: ${missing[*]}. Run as root: sudo sh -c '$cmd'"
@@ -110,12 +128,19 @@ post_vllm() {
 }
 
 setup_models() {
-  local py; py="$(trainer_python)"
+  local py out rc=0; py="$(trainer_python)"
   [ -x "$py" ] || die "models: the trainer environment is missing; run scripts/setup.sh trainer"
-  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl"
-  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl-tied" --tie-embeddings
-  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl"
-  PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl-tied" --tie-embeddings
+  out=$( {
+    PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl" &&
+    PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --out "$CUA_HOME/models/tiny-qwen2.5-vl-tied" --tie-embeddings &&
+    PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl" &&
+    PYTHONPATH="$REPO_ROOT" "$py" "$REPO_ROOT/scripts/make_tiny_model.py" --family qwen3-vl --out "$CUA_HOME/models/tiny-qwen3-vl-tied" --tie-embeddings
+  } 2>&1) || rc=$?
+  printf '%s\n' "$out"  # into the setup log
+  [ "$rc" -eq 0 ] || die "models: making the tiny models failed (the setup log has their output)"
+  local fresh; fresh=$(grep -c 'up to date' <<<"$out" || true)
+  if [ "$fresh" -eq 4 ]; then log "tiny models: up to date ($CUA_HOME/models)"
+  else log "tiny models: $((4 - fresh)) built, $fresh up to date ($CUA_HOME/models)"; fi
 }
 
 # The tiny model's warm start (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised
@@ -123,10 +148,16 @@ setup_models() {
 setup_warmstart() {
   local py; py="$(trainer_python)"
   [ -x "$py" ] || die "warmstart: the trainer environment is missing; run scripts/setup.sh trainer"
-  (cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" "$py" -m cua_agent.warmstart) \
-    || die "warmstart: building the tiny model's warm start failed (output above)"
+  log "warm start: checking its inputs (a rebuild takes ~7 min on 2 cores)"
+  local out rc=0
+  out=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" "$py" -m cua_agent.warmstart 2>&1) || rc=$?
+  printf '%s\n' "$out"  # into the setup log
+  [ "$rc" -eq 0 ] || die "warmstart: building the tiny model's warm start failed (the setup log has its output)"
+  log "${out##*$'\n'}"  # "warm start <folder>: up to date" or "... built"
 }
 
+nested="${CUA_SETUP_NESTED:-}"
+export CUA_SETUP_NESTED=1  # the sandbox step runs this script's system step again: quietly
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(system trainer vllm models sandbox warmstart deploy)
 start=$SECONDS
@@ -142,4 +173,4 @@ for step in "${steps[@]}"; do
     *) die "unknown step '$step' (expected: system trainer vllm models sandbox warmstart deploy)" ;;
   esac
 done
-log "done in $((SECONDS - start)) s"
+[ -n "$nested" ] || log "done in $((SECONDS - start)) s"
