@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the sandbox layer needs and does nothing else; a second run is a no-op in seconds.
 #   scripts/setup_sandbox.sh [packages] [podman] [service] [network] [image] [office_image] [repo_image] [venv]
+#                            [osworld_ref]
 #   (none: all but office_image)
 # packages: the Debian packages (scripts/setup.sh system: the one list)
 # podman:   /etc/containers/containers.conf (runc; nproc ulimit <= 32768; docs/architecture.md, Containers);
@@ -13,6 +14,9 @@
 #           test suite and a run or evaluation of such rows ask for it)
 # repo_image: the sample repository tasks' image (scripts/build_repo_samples_image.sh; cached likewise)
 # venv:     the host venv of the in-box server for the local backend ($CUA_HOME/envs/sandbox-<hash>)
+# osworld_ref: test-only venv with OSWorld's published evaluator beside the server's pins
+#           ($CUA_HOME/envs/osworld-ref-<hash>; requirements/osworld-reference.txt): the reference the
+#           OSWorld metric tests compare against
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -105,13 +109,35 @@ step_venv() {
   log "sandbox venv: present ($dir)"
 }
 
+step_osworld_ref() {
+  local key dir
+  key=$( { cat "$REPO_ROOT/requirements/sandbox.txt" "$REPO_ROOT/requirements/osworld-reference.txt";
+           echo "recipe=$ENV_RECIPE_VERSION"; "$PYTHON_BOOTSTRAP" -c 'import sys; print(sys.version_info[:2])'; } \
+         | sha256sum | cut -c1-12)
+  dir="$CUA_HOME/envs/osworld-ref-$key"
+  if [ ! -f "$dir/.complete" ]; then
+    log "OSWorld reference venv: building $dir"
+    rm -rf "$dir"; mkdir -p "$(dirname "$dir")"
+    "$PYTHON_BOOTSTRAP" -m venv "$dir"
+    "$dir/bin/python" -m pip install --no-input --progress-bar off -q --no-deps \
+      -r "$REPO_ROOT/requirements/sandbox.txt" -r "$REPO_ROOT/requirements/osworld-reference.txt" >&2
+    "$dir/bin/python" -c 'import pptx, docx, importlib.util as u; assert u.find_spec("desktop_env")'
+    touch "$dir/.complete"
+    find "$(dirname "$dir")" -maxdepth 1 -name 'osworld-ref-*' ! -path "$dir" -exec rm -rf {} +
+  fi
+  # The reference tests find the interpreter through this pointer (rewritten on every run).
+  mkdir -p "$CUA_HOME/sandbox"
+  echo "$dir/bin/python" > "$CUA_HOME/sandbox/osworld-ref-python"
+  log "OSWorld reference venv: present ($dir)"
+}
+
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(packages podman service network image repo_image venv)
+[ ${#steps[@]} -gt 0 ] || steps=(packages podman service network image repo_image venv osworld_ref)
 start=$SECONDS
 for step in "${steps[@]}"; do
   case "$step" in
-    packages|podman|service|network|image|office_image|repo_image|venv) "step_$step" ;;
-    *) die "unknown step '$step' (expected: packages podman service network image office_image repo_image venv)" ;;
+    packages|podman|service|network|image|office_image|repo_image|venv|osworld_ref) "step_$step" ;;
+    *) die "unknown step '$step' (expected: packages podman service network image office_image repo_image venv osworld_ref)" ;;
   esac
 done
 log "sandbox setup done in $((SECONDS - start)) s"

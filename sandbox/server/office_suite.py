@@ -373,8 +373,11 @@ def _retitle(seed: int, task: str, which: Callable[[int], int]) -> Generated:
     gold = list(titles)
     gold[k] = new
     path, url = f"/home/user/Desktop/{stem}.pptx", f"{GOLD}{stem}.pptx"
-    # The titles' text and the slide count: LibreOffice rewrites positions and run properties on save.
+    # The titles' text and the slide count: LibreOffice rewrites positions and run properties on save, and
+    # writes each slide's background where the python-pptx gold inherits its master's (OSWorld's
+    # compare_pptx_files gives 0 on that pair too; its golds are LibreOffice's own).
     checks = (
+        "background_color",
         "shape",
         "font_name",
         "font_size",

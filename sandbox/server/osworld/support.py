@@ -38,13 +38,16 @@ MISSING_PROGRAMS = (
     "curl",
     "git",
 )
-_PROGRAM = re.compile(r"(?<![\w./-])(" + "|".join(map(re.escape, MISSING_PROGRAMS)) + r")(?![\w-])")
+_NAMES = "|".join(map(re.escape, MISSING_PROGRAMS))
+# A program by name (`thunderbird`, not `my-code.py`), or by path: the last component of an absolute or
+# relative path (`/usr/bin/thunderbird`, not `/home/user/code/main.py`).
+_PROGRAM = re.compile(rf"(?<![\w./-])({_NAMES})(?![\w-])|(?<=/)({_NAMES})(?![\w./-])")
 _PYAUTOGUI_CALL = re.compile(r"pyautogui\.(\w+)")
 
 
 def _command_lacks(command: Any) -> list[str]:
     text = command if isinstance(command, str) else " ".join(map(str, command or []))
-    out = [f"application {m}" for m in sorted(set(_PROGRAM.findall(text)))]
+    out = [f"application {m}" for m in sorted({a or b for a, b in _PROGRAM.findall(text)})]
     out += [f"pyautogui.{f}" for f in sorted(set(_PYAUTOGUI_CALL.findall(text)) - pyautogui_names())]
     return out
 
@@ -56,9 +59,12 @@ def _step_lacks(step: dict[str, Any], has_asset: Callable[[str], bool]) -> list[
     if kind == "download":
         return [f"asset {f.get('url')}" for f in params.get("files", []) if not has_asset(f.get("url", ""))]
     if kind == "open":
-        suffix = PurePosixPath(params.get("path", "")).suffix.lower().lstrip(".")
+        path = str(params.get("path", ""))
+        suffix = PurePosixPath(path).suffix.lower().lstrip(".")
         if suffix and suffix not in OPENERS:
             return [f"an application for .{suffix} files"]
+        if not suffix and "/" in path:  # OSWorld opens it with xdg-open (a directory: the file manager)
+            return [f"an application to open {path} (a directory or a file without a suffix)"]
         return _command_lacks(params.get("path", ""))
     if kind in ("launch", "execute", "command"):
         return _command_lacks(params.get("command"))
@@ -91,11 +97,8 @@ def _metric_lacks(func: str, opts: dict[str, Any]) -> list[str]:
     if func == "compare_pptx_files":
         from sandbox.server.osworld.metrics import slides
 
-        return [
-            f"compare_pptx_files option {k}"
-            for k, v in opts.items()
-            if not k.startswith("_") and k not in slides.OPTIONS and v  # a special check turned on
-        ]
+        # OSWorld ignores options it does not read; its special position checks are not made here.
+        return [f"compare_pptx_files option {k}" for k, v in opts.items() if k in slides.SPECIAL and v]
     params = inspect.signature(fn).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return []

@@ -47,17 +47,49 @@ def check_include_exclude(result: str | None, rules: dict[str, list[str]]) -> fl
 
 
 def check_direct_json_object(result: Any, rules: dict[str, Any]) -> float:
+    """OSWorld's rules (desktop-env 1.0.2): a string result is parsed as JSON after `'` -> `"`. Each key of
+    `rules["expected"]` must match: by equality; with `expect_in_result`, a list of candidates matches a
+    string result equal to one of them or a list result containing one, a string matches as a substring.
+    An expected value "__EVALUATION_FAILED__" scores 0, and so does any error comparing (a missing key, a
+    result that is not an object, an expected value of another type). Like OSWorld, `ignore_list_order`
+    is read from inside `expected`, where its own value then fails the comparison.
+
+    Deliberate difference: a result that is not valid JSON scores 0; OSWorld's function raises."""
     if isinstance(result, str):
         try:
             result = json.loads(result.strip().replace("'", '"'))
         except json.JSONDecodeError:
             return 0.0
-    if not isinstance(result, dict):
+    if result is None:
         return 0.0
-    expected = rules["expected"]
-    if rules.get("expect_in_result"):
-        return float(all(k in result and str(v) in str(result[k]) for k, v in expected.items()))
-    return float(all(result.get(k) == v for k, v in expected.items()))
+    try:
+        expected = rules.get("expected", {})
+        if expected and any(v == "__EVALUATION_FAILED__" for v in expected.values()):
+            return 0.0
+        expected = rules["expected"]
+        if not rules.get("expect_in_result", False):
+            for key, want in expected.items():
+                if expected.get("ignore_list_order", False):
+                    if sorted(want) != sorted(result.get(key)):
+                        return 0.0
+                elif want != result.get(key):
+                    return 0.0
+            return 1.0
+        for key, want in expected.items():
+            got = result.get(key)
+            if isinstance(want, list):
+                if not any(
+                    (isinstance(got, list) and w in got) or (isinstance(got, str) and w == got) for w in want
+                ):
+                    return 0.0
+            elif isinstance(want, str):
+                if want not in got:
+                    return 0.0
+            else:
+                return 0.0
+        return 1.0
+    except Exception:  # as OSWorld: an object it cannot compare scores 0
+        return 0.0
 
 
 def _lines(path: str) -> list[str]:
@@ -65,14 +97,22 @@ def _lines(path: str) -> list[str]:
         return f.read().splitlines()
 
 
+def _collapse_blanks(text: str) -> str:
+    """OSWorld's `ignore_blanks`: tabs and newlines become spaces, the ends are stripped, and every run of
+    whitespace becomes one space ("green kiwi" and "greenkiwi" differ)."""
+    return re.sub(r"\s+", " ", re.sub(r"[\t\n]", " ", text).strip())
+
+
 def compare_text_file(
     result: str | None, expected: str | None, ignore_blanks: bool = False, ignore_case: bool = False
 ) -> float:
+    """OSWorld's (desktop-env 1.0.2, in its vscode metrics). Deliberate differences: a missing gold scores
+    0 (OSWorld raises), and undecodable bytes are replaced rather than raising."""
     if not result or not expected:
         return 0.0
     a, b = (Path(p).read_text(errors="replace") for p in (result, expected))
     if ignore_blanks:
-        a, b = re.sub(r"[\t\n ]+", "", a), re.sub(r"[\t\n ]+", "", b)
+        a, b = _collapse_blanks(a), _collapse_blanks(b)
     if ignore_case:
         a, b = a.lower(), b.lower()
     return float(a == b)

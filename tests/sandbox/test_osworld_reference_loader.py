@@ -1,0 +1,103 @@
+"""Load-time refusals that keep the runnable OSWorld tasks faithful: programs given by path, `open` of a
+directory, and `compare_pptx_files` options (refused when the boxes do not make a check OSWorld makes,
+accepted when OSWorld ignores them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.server.osworld.support import _command_lacks, lacks
+
+
+def _task(config: list[dict], evaluator: dict | None = None) -> dict:
+    return {
+        "id": "t",
+        "config": config,
+        "evaluator": evaluator
+        or {
+            "func": "check_include_exclude",
+            "result": {"type": "vm_command_line", "command": "cat /home/user/out.txt"},
+            "expected": {"type": "rule", "rules": {"include": ["ok"]}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["/usr/bin/thunderbird"],
+        "/usr/bin/thunderbird -compose",
+        ["bash", "-c", "/usr/bin/gimp image.png"],
+        ["./code", "--new-window"],
+    ],
+)
+def test_a_missing_program_given_by_path_is_named(command):
+    assert _command_lacks(command) != []
+    assert any(name in _command_lacks(command)[0] for name in ("thunderbird", "gimp", "code"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["python3", "/home/user/code/main.py"],
+        "cat /home/user/git/notes.txt",
+        ["soffice", "/home/user/Desktop/sudo.pptx"],
+        "ls /home/user/my-code",
+    ],
+)
+def test_a_path_through_a_folder_of_that_name_is_no_program(command):
+    assert _command_lacks(command) == []
+
+
+def test_a_task_launching_thunderbird_by_path_is_refused():  # thunderbird/a1af9f1c, multi_apps/c867c42d
+    task = _task([{"type": "launch", "parameters": {"command": ["/usr/bin/thunderbird"]}}])
+    assert lacks(task) == ["application thunderbird"]
+
+
+def test_open_of_a_directory_is_refused():  # multi_apps/881deb30
+    task = _task([{"type": "open", "parameters": {"path": "/home/user/Desktop/Fundings/grf"}}])
+    assert lacks(task) == [
+        "an application to open /home/user/Desktop/Fundings/grf (a directory or a file without a suffix)"
+    ]
+    opened = _task([{"type": "open", "parameters": {"path": "/home/user/Desktop/report.docx"}}])
+    assert lacks(opened) == []
+
+
+def _pptx(options: dict) -> dict:
+    return _task(
+        [],
+        {
+            "func": "compare_pptx_files",
+            "result": {"type": "vm_file", "path": "/home/user/a.pptx", "dest": "a.pptx"},
+            "expected": {"type": "cloud_file", "path": "https://example.com/gold.pptx", "dest": "gold.pptx"},
+            "options": options,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"examine_shape_for_shift_size": True},  # off by default in OSWorld: on, it is a check not made here
+        {"examine_modify_height": True, "examine_shape": False},
+        {"examine_image_size": True},
+        {"examine_title_bottom_position": True},
+    ],
+)
+def test_pptx_special_checks_turned_on_are_refused(options):
+    assert [r for r in lacks(_pptx(options)) if "option" in r] == [
+        f"compare_pptx_files option {k}" for k, v in options.items() if v and k != "examine_shape"
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"examine_shape_lenient_height": True},  # OSWorld ignores it (libreoffice_impress/04578141)
+        {"examine_run_count": False},  # not an OSWorld option: run counts are always compared there
+        {"examine_shape_for_shift_size": False, "examine_background_color": False, "examine_bullets": True},
+        {"examine_indent": False, "approximately_tolerance": 0.01, "enable_debug": False},
+    ],
+)
+def test_pptx_options_osworld_reads_or_ignores_are_accepted(options):
+    assert [r for r in lacks(_pptx(options)) if "option" in r] == []
