@@ -37,7 +37,10 @@ rule; an entry without one, or with {}, is scored by exit status), and defaults 
 moved to /root (with the hidden tests, /r2e_tests, linked back as <workdir>/r2e_tests); such a row may
 leave `tests` out. Its box is of R2E-Gym's layout (`RepoSpec.r2e_layout`): the agent's never holds the
 hidden tests, and the agent's run_tests.sh or r2e_tests never reach scoring (box.py, scoring.py). The row
-may name its own `issue`, `command`, `expected` or `report`. Errors name the file, line and field.
+may name its own `issue`, `command`, `expected` or `report`. A SWE-bench-style entry (an image named
+*swebench*, or FAIL_TO_PASS/PASS_TO_PASS without `expected_output_json`: R2E-Gym grades those with
+SWE-bench's harness) is refused. `python -m sandbox.repo.r2e_import` writes entry files and rows from
+R2E-Gym's dataset export. Errors name the file, line and field.
 
 Task files are the operator's input, trusted but checked: the files a row copies into a box (`tests.files`,
 `solution`, `r2e_ds_json`) must sit under the task file's folder (links followed), and a mount's source
@@ -157,6 +160,16 @@ def _pos_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and v > 0
 
 
+def swebench_style(entry: dict[str, Any]) -> str:
+    """Why an R2E-Gym entry is graded by SWE-bench's rule in R2E-Gym (its runtime switches on an image
+    named *swebench*; such entries carry FAIL_TO_PASS/PASS_TO_PASS), or "" for R2E-Gym's own rule."""
+    if "swebench" in str(entry.get("docker_image", "")):
+        return f"its image {entry['docker_image']} is a SWE-bench image"
+    if "expected_output_json" not in entry and {"FAIL_TO_PASS", "PASS_TO_PASS"} & set(entry):
+        return "FAIL_TO_PASS/PASS_TO_PASS and no expected_output_json"
+    return ""
+
+
 def _r2e_expected(row: _Row, entry: dict[str, Any], path: Path) -> dict[str, str]:
     """An R2E-Gym entry's `expected_output_json` (a JSON string, or an object), as written: its keys are
     decoloured and cut at " - " with the report's rule (sandbox/repo/r2e.py)."""
@@ -210,6 +223,13 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
             isinstance(entry, dict) and isinstance(entry.get("docker_image"), str),
             "r2e_ds_json",
             f"{path} has no 'docker_image'",
+        )
+        row.check(
+            not swebench_style(entry),
+            "r2e_ds_json",
+            f"{path} is a SWE-bench-style entry ({swebench_style(entry)}): R2E-Gym grades those with SWE-bench's"
+            " harness, which is not reproduced here; give the row its own tests.command and tests.expected"
+            " (node ids, report 'pytest') instead of r2e_ds_json",
         )
         image = image or entry["docker_image"]
         statement = entry.get("problem_statement")
