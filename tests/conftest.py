@@ -12,6 +12,8 @@ import pytest
 
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
 
+# What the tests hand to boxes and images (an R2E-style repository's own hidden tests among them): not ours.
+collect_ignore = ["fixtures"]
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 
 # The suite's time budget: a run that takes longer fails, so a slow creep shows up long before CI's
