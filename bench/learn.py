@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -189,12 +189,21 @@ def control_label(control: str) -> str:
     return "an lr = 0 run" if control == "lr0" else "the warm start's evaluation"
 
 
+def label_font(size: int = 13) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """DejaVu Sans (setup installs fonts-dejavu-core): PIL's default font draws no spaces ("GRPOstep")."""
+    try:
+        return ImageFont.truetype("DejaVuSans.ttf", size)
+    except OSError:
+        return ImageFont.load_default(size)
+
+
 def plot(curves: dict[str, dict[int, dict]], path: Path, title: str, control: str) -> None:
     """Both arms' held-out success against the step, with their 95% intervals (PIL: the trainer
     environment has no plotting library)."""
     w, h, left, right, top, bottom = 720, 440, 70, 20, 40, 60
     img = Image.new("RGB", (w, h), "white")
     d = ImageDraw.Draw(img)
+    d.font = label_font()
     last = max(max(c) for c in curves.values()) or 1
 
     def xy(step: float, rate: float) -> tuple[float, float]:
@@ -210,6 +219,8 @@ def plot(curves: dict[str, dict[int, dict]], path: Path, title: str, control: st
     d.rectangle([xy(0, 1), xy(last, 0)], outline="black")
     d.text((left, 12), title, fill="black")
     d.text((w // 2 - 40, h - 24), "GRPO step", fill="black")
+    names = {arm: "GRPO" if arm == "grpo" else f"control: {control}" for arm in curves}
+    legend_x = w - right - 10 - max(d.textlength(n) for n in names.values())
     for i, (arm, curve) in enumerate(curves.items()):
         colour, steps = COLOURS[arm], sorted(curve)
         points = [xy(s, curve[s]["success_rate"]) for s in steps]
@@ -220,11 +231,7 @@ def plot(curves: dict[str, dict[int, dict]], path: Path, title: str, control: st
             d.line([(x, lo), (x, hi)], fill=colour, width=2)
             d.line([(x - 5, lo), (x + 5, lo)], fill=colour, width=2)
             d.line([(x - 5, hi), (x + 5, hi)], fill=colour, width=2)
-        d.text(
-            (w - right - 180, top + 10 + 16 * i),
-            "GRPO" if arm == "grpo" else f"control: {control}",
-            fill=colour,
-        )
+        d.text((legend_x, top + 10 + 16 * i), names[arm], fill=colour)
     img.save(path)
 
 

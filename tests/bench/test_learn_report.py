@@ -99,3 +99,12 @@ def test_by_default_the_warm_start_of_the_task_is_built_first_then_trained_from(
     assert step0[step0.index("--checkpoint") + 1] == str(tmp_path / "learn-warm")
     assert f"actor.path={tmp_path / 'learn-warm'}" in grpo
     assert "tasks.task_ids=[miniwob/click-test]" in grpo
+
+
+def test_the_plots_labels_keep_their_spaces(tmp_path):
+    """PIL's default font drew "GRPO step" as "GRPOstep": the plot's font draws a space."""
+    font = learn.label_font()
+    assert font.getlength("GRPO step") > font.getlength("GRPOstep") + 2
+    curves = {arm: {0: figures(60), 20: figures(60 + 20 * (arm == "grpo"))} for arm in ("grpo", "control")}
+    learn.plot(curves, tmp_path / "learning.png", "click-test: held-out success, 200 seeds", "the warm start")
+    assert (tmp_path / "learning.png").stat().st_size > 0
