@@ -30,8 +30,7 @@ from tests.training.harness import (
 
 pytestmark = pytest.mark.slow
 
-# The restart comes after step 3 is logged; step 4's rollouts may already be done by then (they run ahead
-# by max_head_offpolicyness), so a 5th step makes sure the run generates on the restarted server.
+# The restart comes during step 3; steps 4 and 5 generate on the restarted server.
 STEPS = 5
 
 
@@ -80,9 +79,16 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
             proxy.fail_next = 4
             wait_for(lambda: 1 in steps_of(exp, proc.pids), 300, "step 2", proc)
             proxy.hang_next = 2
-            # After step 3: restart the server; it comes back with the base weights.
-            wait_for(lambda: 2 in steps_of(exp, proc.pids), 300, "step 3", proc)
+            # Then restart the server; it comes back with the base weights. The model's next request (a
+            # retry of a hung one: step 3 cannot end before) is held at the proxy while the server stops,
+            # so the run surely meets the stopped server. Stopping it once step 3 was logged raced the run:
+            # under load steps 4 and 5 could end first, and the run never saw the restart.
+            wait_for(lambda: proxy.counts["hung"] == 2, 300, "the hung requests", proc)
+            held = proxy.counts["held"]
+            proxy.hold()
+            wait_for(lambda: proxy.counts["held"] > held, 300, "a request after the hung ones", proc)
             server.stop()
+            proxy.release()
             server = start_vllm(MODELS["untied"], tmp_path, port=server.port)
             run = wait_training(proc, tmp_path / "run.log", start, timeout_s=900)
             assert run.rc == 0, f"exited {run.rc} after {run.elapsed_s:.0f}s:\n{run.tail()}"
