@@ -224,10 +224,11 @@ def parse_repo_task(obj: Any, where: str, base: Path) -> RepoTask:
             "r2e_ds_json",
             f"{path} has no 'docker_image'",
         )
+        swebench = swebench_style(entry)
         row.check(
-            not swebench_style(entry),
+            not swebench,
             "r2e_ds_json",
-            f"{path} is a SWE-bench-style entry ({swebench_style(entry)}): R2E-Gym grades those with SWE-bench's"
+            f"{path} is a SWE-bench-style entry ({swebench}): R2E-Gym grades those with SWE-bench's"
             " harness, which is not reproduced here; give the row its own tests.command and tests.expected"
             " (node ids, report 'pytest') instead of r2e_ds_json",
         )

@@ -33,8 +33,8 @@ from cua_agent.episode.families import FAMILIES
 from cua_agent.episode.loop import EpisodeConfig, run_episode
 from cua_agent.episode.parser import ParsedAction, ParseFailure, parse_action
 from cua_agent.inference.model_call import ModelCall
+from tests.agent.action_cases import SCREEN_H, SCREEN_W
 
-SCREEN_W, SCREEN_H = 1280, 800
 QWEN3 = CoordinateMapping(SCREEN_W, SCREEN_H, 640, 400, "relative_1000")
 # UI-TARS-1.5 and Qwen2.5-VL point on the resized screenshot: 1280x800 -> 1288x812.
 RESIZED = CoordinateMapping(SCREEN_W, SCREEN_H, 1288, 812, "absolute")
