@@ -44,6 +44,10 @@ case "$ENGINE" in
 esac
 image_exists() { "$ENGINE" image inspect "$1" >/dev/null 2>&1; }
 mkdir -p "$CACHE"
+# One build of a flavour at a time: two setups at once (a test session beside `make local`) would otherwise
+# build side by side and the later tag of :latest would win whatever its inputs.
+exec 9>"$CACHE/build-$flavor.lock"
+flock 9
 
 # 1. Base image: a Debian rootfs from the Debian mirror (no container registry involved); Docker hosts use
 #    their registry's debian:bookworm.
