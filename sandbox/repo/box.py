@@ -91,6 +91,18 @@ HIDE_SCRIPT = f"""{ROOT_WRITABLE}
 rc=$?; {ROOT_BACK}
 [ $rc = 0 ] || {{ echo "run_tests.sh not moved to {R2E_HOME}, or {R2E_TESTS} not removed"; exit 3; }}
 """
+# R2E-Gym's runtime set-up (its DockerRuntime.setup_env), in every box of its layout before the tree is
+# recorded: compiled files go from the repository and the hidden tests (a stale .pyc can stand in for its
+# source), and the repository's .venv is linked where that runtime links it, its programs on ~/.local/bin.
+# Its `uv pip install chardet` is left out: boxes have no network. Nothing here can fail the start.
+R2E_PREPARE = f"""{{ find . {R2E_TESTS} \\( -name '*.pyc' -o -name __pycache__ \\) -prune -exec rm -rf {{}} +
+if [ -d .venv ]; then
+  {ROOT_WRITABLE}; mkdir -p {R2E_HOME}/.local/bin && ln -sfn "$PWD/.venv" {R2E_HOME}/.venv \\
+  && find "$PWD/.venv/bin" -type f -perm -u+x -exec ln -sf {{}} {R2E_HOME}/.local/bin/ \\; \\
+  && for p in python python3; do ln -sf "$PWD/.venv/bin/python" {R2E_HOME}/.local/bin/$p; done
+  {ROOT_BACK}
+fi; }} >/dev/null 2>&1 || :
+"""
 # True while the scorer starts its box (scoring.py): a box for scoring keeps the hidden tests
 _SCORING_BOX: contextvars.ContextVar[bool] = contextvars.ContextVar("cua_repo_scoring_box", default=False)
 
@@ -336,6 +348,8 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
     (folder / "out").mkdir()
     for_scoring = _SCORING_BOX.get()
     start = TREE_SCRIPT.format(tmp=OUTPUT_TMPFS_IN_BOX, seed=HEAD_SEED)
+    if spec.r2e_layout:
+        start = R2E_PREPARE + start
     if spec.r2e_layout and not for_scoring:
         start += HIDE_SCRIPT
     (folder / "in" / "start.sh").write_text(f"cd {shlex.quote(spec.workdir)} || exit 97\n{start}")

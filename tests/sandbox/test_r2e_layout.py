@@ -22,7 +22,7 @@ import pytest
 
 from sandbox.errors import SandboxError
 from sandbox.repo import rule_agent
-from sandbox.repo.box import RepoBox, repo_box, start_repo_box
+from sandbox.repo.box import RepoBox, repo_box, scoring_boxes, start_repo_box
 from sandbox.repo.scoring import score
 from sandbox.repo.tasks import SAMPLE_TASKS, RepoTask, load_repo_tasks, parse_repo_task
 
@@ -157,7 +157,30 @@ def test_the_image_is_laid_out_as_r2e_gyms(r2e_image):
         text=True,
         check=True,
     ).stdout.split()
-    assert out == ["M", "Makefile", "??", "run_tests.sh", "test_1.py"]
+    assert out == [
+        "M",
+        "Makefile",
+        "??",
+        "mathx/__pycache__/",
+        "??",
+        "run_tests.sh",
+        "__pycache__",
+        "test_1.py",
+    ]
+
+
+@slow
+async def test_boxes_are_prepared_as_r2e_gyms_runtime_prepares_them(agent_box, task, docker_backend):
+    """No compiled file left in the repository or the hidden tests; the repository's .venv linked into the
+    runtime's home, its python first on ~/.local/bin."""
+    said = await agent_box.run(
+        "find /testbed -name '*.pyc'; readlink /root/.venv; /root/.local/bin/python -m pytest --version"
+    )
+    assert said.output.split()[:2] == ["/testbed/.venv", "pytest"], said.output
+    with scoring_boxes():
+        async with repo_box(docker_backend, task.spec) as box:
+            said = await box.run("find /testbed /r2e_tests -name '*.pyc' -o -name __pycache__")
+    assert said.exit_code == 0 and said.output.strip() == ""
 
 
 @slow
