@@ -37,7 +37,7 @@ Deliberate differences, each tested (tests/unit/test_r2e_scoring.py, tests/unit/
 
 Quirks kept, since the expected maps were written by them: only the first summary section is read (text
 the code under test prints as "short test summary info" before pytest's own header makes what follows it
-the report, a forgery like the others the README's Security section describes); SKIPPED, XFAIL and XPASS
+the report, a forgery like the others docs/security.md describes); SKIPPED, XFAIL and XPASS
 lines are not outcomes; keys with colour codes that hold ";" keep them in the expected map and never match.
 
 The output comes from a box that runs the agent's code, so everything here is linear in its size (no

@@ -28,8 +28,8 @@ that fails before and after the fix does not hold the reward at 0; with the "r2e
 R2E-Gym entries), R2E-Gym's own rule (sandbox/repo/r2e.py): its parse of pytest's short summary, read
 from the tail of the output when it is over MAX_REPORT_BYTES, must give exactly the expected map; without
 `tests.expected`, the command's exit status 0. Either way the code under test is the agent's and runs in
-the scoring box: what it can still do there (print a forged report line, exit 0 at import) is in the
-README's Security section.
+the scoring box: what it can still do there (print a forged report line, exit 0 at import) is in
+docs/security.md.
 
 Outcomes keep their meaning: the agent's own failures (no diff, a diff too big or that does not apply, a
 box it broke) are reward 0 with the reason; the task's faults (no git repository at the workdir) and the
