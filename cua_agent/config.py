@@ -195,7 +195,7 @@ class SandboxConfig:
     acquire_timeout_s: float = 300.0
     # Docker endpoints to spread boxes over (least-loaded first; one that fails is skipped with backoff),
     # e.g. ["unix:///run/cua/podman.sock", "unix:///run/cua/podman2.sock"]; empty = DOCKER_HOST or the
-    # podman default. Engines on this machine: the boxes' control sockets are unix sockets.
+    # podman default. Engines on this machine (unix:// or loopback tcp://): box control is a unix socket.
     docker_hosts: list[str] = field(default_factory=list)
     # gbox: a box's lifetime on GBox (its backstop if every process that could reap it is gone), and a
     # shell command run in each new box before the task harness starts (e.g. installing what the box's

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,7 +41,14 @@ from sandbox.base import (
 from sandbox.errors import SandboxStartError
 
 DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
-HOST_FORMS = {"unix": "unix:///absolute/path", "tcp": "tcp://host:port", "ssh": "ssh://user@host"}
+HOST_FORMS = {"unix": "unix:///absolute/path", "tcp": "tcp://127.0.0.1:port"}
+LOOPBACK = ("localhost", "127.", "[::1]", "::1")
+# Why an engine must be on this machine: a box is controlled through a unix socket in a host folder that the
+# engine bind-mounts, and the folder is made here; an engine elsewhere would mount a folder of its own host.
+NOT_HERE = (
+    "the engine must run on this machine (boxes are controlled through a unix socket in a folder made here and"
+    " bind-mounted by the engine)"
+)
 
 
 LOG_MAX_SIZE = "10m"  # of a box's engine log (what `podman logs` shows; the start errors quote its tail)
@@ -60,15 +68,26 @@ def check_docker_hosts(hosts: list[str] | tuple[str, ...], name: str = "docker_h
     seen: dict[str, int] = {}
     for i, url in enumerate(map(str, hosts)):
         scheme, sep, rest = url.partition("://")
-        if not sep or scheme not in HOST_FORMS:
+        if not sep:
+            raise ValueError(
+                f"{name}[{i}]: scheme must be one of {', '.join(HOST_FORMS.values())}; got {url!r}"
+            )
+        if scheme == "ssh":  # docker-py needs paramiko for it, and an ssh engine is another machine's
+            raise ValueError(f"{name}[{i}]: {url!r}: ssh:// engines are not supported: {NOT_HERE}")
+        if scheme not in HOST_FORMS:
             raise ValueError(
                 f"{name}[{i}]: scheme must be one of {', '.join(HOST_FORMS.values())}; got {url!r}"
             )
         rest = rest if scheme == "unix" else rest.rstrip("/").lower()
         host, _, port = rest.rpartition(":")
-        ok = {"unix": rest.startswith("/"), "tcp": bool(host) and port.isdigit(), "ssh": bool(rest)}[scheme]
+        ok = {"unix": rest.startswith("/"), "tcp": bool(host) and port.isdigit()}[scheme]
         if not ok:
             raise ValueError(f"{name}[{i}]: expected {HOST_FORMS[scheme]}, got {url!r}")
+        if scheme == "tcp" and not host.startswith(LOOPBACK):
+            raise ValueError(
+                f"{name}[{i}]: {url!r} is an engine on another machine: {NOT_HERE}; and tcp:// would carry its"
+                " API, root on that host, unencrypted. Use its unix socket, or a loopback address."
+            )
         key = f"{scheme}://{os.path.normpath(rest) if scheme == 'unix' else rest}"
         if key in seen:
             raise ValueError(f"{name}[{i}]: {url!r} is the same endpoint as {name}[{seen[key]}]")
@@ -77,8 +96,10 @@ def check_docker_hosts(hosts: list[str] | tuple[str, ...], name: str = "docker_h
 
 
 def endpoint_dir(docker_host: str) -> str:
-    """A short folder name per endpoint (unix socket paths are limited to 107 bytes)."""
-    return "ep-" + hashlib.sha1(docker_host.encode()).hexdigest()[:8]
+    """A short folder name per endpoint of this machine (unix socket paths are limited to 107 bytes): the
+    host's name is in it, so machines that share a home folder (NFS) never reap each other's live boxes'
+    control folders, which every node's engine would otherwise have in the same place."""
+    return "ep-" + hashlib.sha1(f"{socket.gethostname()} {docker_host}".encode()).hexdigest()[:8]
 
 
 class DockerBackend(Backend):
@@ -95,6 +116,9 @@ class DockerBackend(Backend):
         import docker  # the host-side dependency, only needed for this backend
 
         self.docker_host = docker_host or default_docker_host()
+        (self.docker_host,) = check_docker_hosts(
+            [self.docker_host], "docker_host" if docker_host else "DOCKER_HOST"
+        )
         self.docker = docker.DockerClient(base_url=self.docker_host, timeout=60)
         self.start_timeout = start_timeout
         self._homes: dict[str, str] = {}  # image -> its HOME

@@ -260,7 +260,7 @@ async def test_one_endpoint_failing_to_remove_does_not_stop_cleanup_of_the_other
 
 # -- construction and validation (no engine contacted) -----------------------------------------------
 def test_several_hosts_make_a_lazy_multibackend():
-    hosts = ["unix:///run/cua/none-1.sock", "tcp://127.0.0.1:1", "ssh://user@nowhere"]
+    hosts = ["unix:///run/cua/none-1.sock", "tcp://127.0.0.1:1", "unix:///run/cua/none-2.sock"]
     mb = make_backend("docker", docker_hosts=hosts, run_id="r")
     assert isinstance(mb, MultiBackend) and mb.name == "docker" and mb.endpoints == hosts and mb.run_id == "r"
 
@@ -271,17 +271,49 @@ def test_several_hosts_make_a_lazy_multibackend():
         (["http://host:2375"], r"docker_hosts\[0\]: scheme must be one of"),
         ([""], r"docker_hosts\[0\]: scheme"),
         (["unix://run/podman.sock"], r"docker_hosts\[0\]: expected unix:///absolute/path"),
-        (["unix:///a.sock", "tcp://host"], r"docker_hosts\[1\]: expected tcp://host:port"),
+        (["unix:///a.sock", "tcp://localhost"], r"docker_hosts\[1\]: expected tcp://127.0.0.1:port"),
+        # engines elsewhere cannot bind-mount the control folder made here; tcp:// would also carry root in clear
+        (
+            ["unix:///a.sock", "tcp://nodeb:2375"],
+            r"docker_hosts\[1\]: 'tcp://nodeb:2375' is an engine on another",
+        ),
+        (["tcp://10.0.0.2:2376"], r"docker_hosts\[0\]: .* must run on this machine .* unencrypted"),
+        (["ssh://user@nodeb"], r"docker_hosts\[0\]: 'ssh://user@nodeb': ssh:// engines are not supported"),
         (
             ["unix:///run/a.sock", "unix:///run/x/../a.sock"],
             r"docker_hosts\[1\]: .* same endpoint as docker_hosts\[0\]",
         ),
-        (["tcp://H:1", "tcp://h:1/"], r"docker_hosts\[1\]: .* same endpoint as docker_hosts\[0\]"),
+        (
+            ["tcp://LOCALHOST:1", "tcp://localhost:1/"],
+            r"docker_hosts\[1\]: .* same endpoint as docker_hosts\[0\]",
+        ),
     ],
 )
 def test_bad_docker_hosts_name_the_entry(hosts, message):
     with pytest.raises(ValueError, match=message):
         make_backend("docker", docker_hosts=hosts)
+
+
+def test_a_remote_docker_host_in_the_environment_is_refused_naming_it(monkeypatch):
+    from sandbox.backends.docker import DockerBackend
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://nodeb:2375")
+    with pytest.raises(
+        ValueError, match=r"DOCKER_HOST\[0\]: 'tcp://nodeb:2375' is an engine on another machine"
+    ):
+        DockerBackend()
+
+
+def test_machines_sharing_a_home_folder_keep_their_control_folders_apart(monkeypatch, tmp_path):
+    """Every node's default engine has the same URL: a node's reaping must never reach another's folders."""
+    from sandbox.backends import docker as docker_backend
+
+    monkeypatch.setenv("CUA_HOME", str(tmp_path))  # one home, as on NFS
+    folders = set()
+    for node in ("node-a", "node-b"):
+        monkeypatch.setattr(docker_backend.socket, "gethostname", lambda node=node: node)
+        folders.add(docker_backend.DockerBackend(docker_host="unix:///run/cua/podman.sock").run_dir)
+    assert len(folders) == 2 and all(f.parent == tmp_path / "sandbox" / "run" for f in folders)
 
 
 def test_docker_hosts_only_for_docker():
