@@ -74,6 +74,13 @@ def owner_labels(run_id: str) -> dict[str, str]:
     }
 
 
+def made_by_this_process(labels: dict[str, str]) -> bool:
+    """Whether a box's owner labels are this process's: its pid alone is not enough, since trainers in two
+    containers on one engine can have the same pid (each container has its own pid namespace)."""
+    mine = owner_labels("")
+    return all(labels.get(k) == mine[k] for k in ("cua.owner_pid", "cua.owner_start", "cua.owner_host"))
+
+
 def owner_alive(labels: dict[str, str]) -> bool:
     """Whether the process that created a box still runs. Boxes of other hosts count as alive."""
     host = labels.get("cua.owner_host")

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 from sandbox.backends import make_backend
 from sandbox.backends.routed import RoutedBackend
-from sandbox.base import Backend, SandboxSpec
+from sandbox.base import Backend, SandboxSpec, made_by_this_process
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool
 from sandbox.repo.box import RepoBox, RepoSpec, repo_box
@@ -31,6 +30,7 @@ class RolloutSandboxes:
             image=config.image
         )  # the run's defaults; a row's `sandbox` block overrides them
         self._pool: SandboxPool | None = None
+        self._pool_backend: Backend | None = None  # made before the pool starts, so its boxes are found
         self._lock: asyncio.Lock | None = None
         self._repo_backend: Any = None  # a DockerBackend, made on the first repository box
         self._slots: dict[str, asyncio.Semaphore] = {}  # "repo": episodes' boxes, "scoring": their tests'
@@ -61,8 +61,9 @@ class RolloutSandboxes:
         async with self._lock:
             if self._pool is None:
                 cfg = self.config
+                self._pool_backend = self._backend()
                 self._pool = await SandboxPool(
-                    self._backend(),
+                    self._pool_backend,
                     self.spec,
                     max_size=cfg.max_concurrency,
                     warm=cfg.warm,
@@ -88,7 +89,7 @@ class RolloutSandboxes:
     def _docker(self) -> Any:
         if self._repo_backend is None:
             hosts = self.config.docker_hosts
-            self._repo_backend = make_backend("docker", docker_hosts=hosts[:1], run_id=f"{os.getpid()}-repo")
+            self._repo_backend = make_backend("docker", docker_hosts=hosts[:1])  # a run id of its own
         return self._repo_backend
 
     def preflight(self) -> None:
@@ -112,11 +113,11 @@ class RolloutSandboxes:
                 close()
 
     def remove_own(self) -> list[str]:
-        """Last resort at a forced exit: remove this process's boxes directly through the backend."""
-        backend = self._pool.backend if self._pool is not None else self._backend()  # the backends in use
+        """Last resort at a forced exit: remove this process's boxes directly through the backend: those of
+        its backends' run ids that this process made (another trainer on the engine may share its pid)."""
         mine = []
-        for b in filter(None, (backend, self._repo_backend)):
-            ids = [x["id"] for x in b.list_boxes() if x["labels"].get("cua.owner_pid") == str(os.getpid())]
+        for b in filter(None, (self._pool_backend, self._repo_backend)):
+            ids = [x["id"] for x in b.list_boxes(run_id=b.run_id) if made_by_this_process(x["labels"])]
             for box_id in ids:
                 b.remove_sync(box_id)
             mine += ids
@@ -125,7 +126,7 @@ class RolloutSandboxes:
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()
-            self._pool = None
+            self._pool = self._pool_backend = None
         if self._repo_backend is not None:
             self._repo_backend.close()
             self._repo_backend = None
