@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox.aio import finish
+from sandbox.backends.docker import start_polls
 from sandbox.errors import BoxBroken, SandboxDied, SandboxStartError, SandboxTimeout
 
 if TYPE_CHECKING:
@@ -379,12 +380,13 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
         shutil.rmtree(folder, ignore_errors=True)
         raise SandboxStartError(f"{name}: could not start image {spec.image!r}: {exc}") from exc
     deadline = time.monotonic() + start_timeout_s + START_TIMEOUT_S
-    while not os.path.lexists(folder / "out" / "ready"):
-        if time.monotonic() > deadline or not backend.is_running(name):
+    for ask_engine in start_polls():
+        if os.path.lexists(folder / "out" / "ready"):
+            break
+        if time.monotonic() > deadline or (ask_engine and not backend.is_running(name)):
             logs = backend.logs(name)
             backend.remove_sync(name)
             raise SandboxStartError(f"{name}: the control loop did not start in {spec.image!r}:\n{logs}")
-        time.sleep(0.05)
     try:  # written before the box took any request: nothing but the image's files ran yet
         rc = _exit_status(read_answer(folder / "out", "start.rc", MAX_RC_BYTES))
         said = read_answer(folder / "out", "start.out", MAX_OUTPUT).decode(errors="replace")

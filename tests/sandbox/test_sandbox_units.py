@@ -631,3 +631,15 @@ def test_the_boxes_control_folders_sit_only_in_a_private_tree(tmp_path, how):
         target.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(SandboxError, match=f"{target} must be a folder of yours that no one else can write"):
         private_dirs(home, run)
+
+
+def test_a_wait_for_a_starting_box_asks_the_engine_every_half_second_and_looks_at_its_file_every_50_ms():
+    import time
+
+    from sandbox.backends.docker import ENGINE_POLL_S, READY_POLL_S, start_polls
+
+    polls = start_polls()
+    began = time.monotonic()
+    asks = [next(polls) for _ in range(int(1.0 / READY_POLL_S))]
+    took = time.monotonic() - began
+    assert asks[0] and sum(asks) <= took / ENGINE_POLL_S + 1 and len(asks) >= 3 * sum(asks)
