@@ -202,6 +202,9 @@ class SandboxConfig:
     # image lacks: chromium, chromium-driver, xdotool, requirements/sandbox.txt).
     gbox_expires_in_s: float = 3600.0
     gbox_setup_command: str = ""
+    # ray: the Ray cluster whose machines offer sandbox slots (sandbox/backends/ray_hosts.py); "" = the
+    # cluster a trainer under the Ray launcher is in, else RAY_ADDRESS or this machine's
+    ray_address: str = ""
 
     def __post_init__(self) -> None:
         _check(

@@ -36,3 +36,6 @@ class SandboxRequestError(SandboxError):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+
+    def __reduce__(self) -> tuple[type, tuple[int, str]]:  # crosses processes (the ray backend) intact
+        return type(self), (self.status, self.message)

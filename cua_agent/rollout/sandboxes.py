@@ -52,6 +52,8 @@ class RolloutSandboxes:
                 expires_in_s=cfg.gbox_expires_in_s,
                 setup_command=cfg.gbox_setup_command,
             )
+        if name == "ray":
+            return make_backend("ray", run_id=run_id, address=cfg.ray_address or None)
         return make_backend(name, docker_hosts=cfg.docker_hosts if name == "docker" else (), run_id=run_id)
 
     async def pool(self) -> SandboxPool:

@@ -51,6 +51,7 @@ from areal.infra.utils.launcher import JobException, JobState, get_scheduling_sp
 from areal.utils import logging
 
 from cua_agent.train.stopping import LAUNCHER_MARGIN_S
+from sandbox.backends.ray_hosts import SLOT
 
 GIB = 1024**3
 log = logging.getLogger("LaunchRay")
@@ -147,6 +148,17 @@ def check_capacity(config: Any, nodes: list[dict[str, Any]]) -> None:
             "(cluster.n_gpus_per_node, actor.scheduling_spec[0].cpu/mem are per GPU). Check `ray status`; "
             "on CPU-only nodes declare trainer slots with `ray start --num-gpus N`"
         )
+    sandbox = config.get("sandbox", {}) if hasattr(config, "get") else {}
+    if sandbox.get("backend") == "ray":  # every trainer runs up to max_concurrency boxes at once
+        boxes = config.cluster.n_nodes * per_node * int(sandbox.get("max_concurrency", 1))
+        slots = sum(n.get("Resources", {}).get(SLOT, 0) for n in nodes if n.get("Alive"))
+        if slots < boxes:
+            raise RayLaunchError(
+                f"sandbox.max_concurrency: {config.cluster.n_nodes * per_node} trainer processes x "
+                f"{sandbox.get('max_concurrency', 1)} boxes need {boxes} {SLOT}, and the Ray cluster's live "
+                f"nodes offer {slots:g}: let more sandbox machines join (`ray start --address ... --resources "
+                f"'{{\"{SLOT}\": N}}'`) or lower sandbox.max_concurrency"
+            )
 
 
 def prepare_paths(config: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from sandbox.base import Backend
 
 # Where boxes run: the one list of backend names (configs, scripts and make_backend check against it).
-BACKENDS = ("docker", "local", "gbox")
+BACKENDS = ("docker", "local", "gbox", "ray")
 
 
 def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> Backend:
@@ -39,6 +39,10 @@ def make_backend(name: str, docker_hosts: Sequence[str] = (), **kwargs: Any) -> 
         from sandbox.backends.gbox import GboxBackend
 
         return GboxBackend(**kwargs)
+    if name == "ray":
+        from sandbox.backends.ray_hosts import RayBackend
+
+        return RayBackend(**kwargs)
     from sandbox.backends.local import LocalBackend
 
     return LocalBackend(**kwargs)

@@ -8,6 +8,7 @@ host by name).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -52,10 +53,21 @@ class LocalRayCluster:
             env.pop(key, None)
         return env
 
-    def start_node(self, name: str, *, cpus: int, gpus: int) -> RayNode:
+    def start_node(
+        self,
+        name: str,
+        *,
+        cpus: int,
+        gpus: int,
+        resources: dict[str, float] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> RayNode:
+        """`resources`: custom ones (a sandbox machine's slots); `env`: what differs for its processes (the
+        Docker engine of a sandbox machine)."""
         common = [
             f"--num-cpus={cpus}",
             f"--num-gpus={gpus}",
+            *([f"--resources={json.dumps(resources)}"] if resources else []),
             "--node-ip-address=127.0.0.1",
             "--object-store-memory=100000000",
             f"--dashboard-agent-listen-port={free_port()}",
@@ -77,7 +89,7 @@ class LocalRayCluster:
             proc = subprocess.Popen(
                 [RAY, "start", *role, *common],
                 cwd=self.temp_dir,
-                env=self.env(),
+                env={**self.env(), **(env or {})},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -85,6 +85,20 @@ def test_capacity(nodes, fits):
             check_capacity(cfg, nodes)
 
 
+@pytest.mark.parametrize(("slots", "fits"), [((4, 4), True), ((8,), True), ((4, 3), False), ((0,), False)])
+def test_a_ray_sandbox_run_needs_a_slot_for_every_box_it_runs_at_once(slots, fits):
+    """2 trainers x 4 boxes: 8 sandbox_slots over the live nodes, or the run is refused naming the field."""
+    cfg = launcher_config(*CPU_RUN, "sandbox.backend=ray", "sandbox.max_concurrency=4")
+    nodes = [node(1), node(1)] + [{"Alive": True, "Resources": {"CPU": 4, "sandbox_slots": n}} for n in slots]
+    if fits:
+        check_capacity(cfg, nodes)
+    else:
+        with pytest.raises(
+            RayLaunchError, match=r"^sandbox\.max_concurrency: 2 trainer processes x 4 boxes need 8"
+        ):
+            check_capacity(cfg, nodes)
+
+
 class FakeGet:
     """ray.get over named stand-in futures: "ok" returns, "fail" raises the error of a failed task."""
 
