@@ -32,6 +32,7 @@ from sandbox.server.osworld.support import lacks
 
 TASK_KEYS = ("id", "instruction", "evaluator")
 OFFICE_IMAGE = "cua-sandbox-office:latest"
+OSWORLD_SCREEN = "1920x1080"  # OSWorld's VM screen: its set-up's literal clicks land where its authors saw
 
 
 class OSWorldTaskError(ValueError):
@@ -211,7 +212,7 @@ def row(
         },
         "sandbox": {
             "image": image,
-            "resources": {"memory_mb": 2048, "screen": "1280x800"},
+            "resources": {"memory_mb": 2048, "screen": OSWORLD_SCREEN},  # a row may say otherwise
         },
         "max_turns": max_turns,
         "seeds": [0, 1],

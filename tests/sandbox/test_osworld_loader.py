@@ -86,6 +86,7 @@ def test_rows_play_the_runnable_tasks_and_a_row_that_cannot_run_is_refused_at_lo
     assert sorted(s.task_id for s in specs) == sorted(f"osworld/{IDS[k]}" for k in "ab")
     calc = next(s for s in specs if s.task_id == f"osworld/{IDS['a']}")
     assert calc.sandbox_spec().image == "cua-sandbox-office:latest" and calc.split == "test"
+    assert calc.sandbox_spec().screen == (1920, 1080)  # OSWorld's VM screen: literal set-up clicks land alike
     # What the box gets at reset: the task and the file behind each of its URLs.
     source = reset_source(calc.to_dict()["osworld"])
     assert source["task"]["id"] == IDS["a"]

@@ -149,3 +149,88 @@ async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(o
     ])  # fmt: skip
     assert info["metrics"][0] == {"func": "check_include_exclude", "score": 1.0}, info  # nothing found
     assert reward == 0.0 and info["metrics"][1]["score"] == 0.0, info  # so nothing to forge with
+
+
+# The VM's names for the `ls` test of multi_apps/869de13e: en_US.UTF-8 sorts them case-insensitively.
+NAMES = ["07-cluster", "2023_validation", "assignment", "cco-x", "DOC_a", "Family_b", "IA_c"]
+TERMINAL = "import pyautogui, time; pyautogui.click({SCREEN_WIDTH_HALF}, {SCREEN_HEIGHT_HALF}); " + (
+    "pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.5)"
+)
+
+
+def _vm_ways_task(task_id: str) -> dict:
+    """OSWorld's os-task set-up idioms in one task: a helper script fetched to a relative path that names
+    /home/user, an archive the set-up unzips, GNOME's Ctrl+Alt+T then a typed `cd`, and scoring by `ls`."""
+    url = f"{HF}/os/{task_id}"
+    typed = "import pyautogui, time; pyautogui.write('cd Miscellaneous'); pyautogui.press('enter')"
+    return {
+        "id": task_id,
+        "instruction": "Write the current folder's path to where.txt in your home.",
+        "related_apps": ["os", "terminal"],
+        "config": [
+            {"type": "download", "parameters": {"files": [{"url": f"{url}/names.sh", "path": "names.sh"}]}},
+            {"type": "execute", "parameters": {"command": "bash names.sh", "shell": True}},
+            {
+                "type": "download",
+                "parameters": {"files": [{"url": f"{url}/code.zip", "path": "/home/user/code.zip"}]},
+            },
+            {
+                "type": "execute",
+                "parameters": {"command": ["/bin/bash", "-c", "unzip /home/user/code.zip -d /home/user/"]},
+            },
+            {"type": "execute", "parameters": {"command": ["python", "-c", TERMINAL]}},
+            {"type": "activate_window", "parameters": {"window_name": "Terminal"}},
+            {"type": "execute", "parameters": {"command": ["python", "-c", typed]}},
+        ],
+        "evaluator": {
+            "func": ["exact_match", "check_include_exclude", "check_include_exclude"],
+            "result": [
+                {"type": "vm_command_line", "command": "ls /home/user/Miscellaneous", "shell": True},
+                {"type": "vm_command_line", "command": "cat /home/user/code/main.py", "shell": True},
+                {"type": "vm_command_line", "command": "cat where.txt", "shell": True},
+            ],
+            "expected": [
+                {"type": "rule", "rules": {"expected": "".join(f"{n}\n" for n in NAMES)}},
+                {"type": "rule", "rules": {"include": ["print('unzipped')"]}},
+                {"type": "rule", "rules": {"include": ["/Miscellaneous\n"]}},
+            ],
+        },
+    }
+
+
+async def test_osworld_setup_runs_as_in_its_vm(office_pool, tmp_path):
+    """One box (about 15 s): the set-up's terminal is on screen after the reset, in the folder the set-up
+    typed, the agent uses it, and the set-up's unzip, /home/user script and en_US `ls` score as in the VM."""
+    import zipfile
+
+    from sandbox.osworld import reset_source
+
+    task_id = "dddddddd-eeee-4fff-8000-111111111111"
+    write(tmp_path, "os", _vm_ways_task(task_id))
+    write_asset(
+        tmp_path,
+        f"{HF}/os/{task_id}/names.sh",
+        (
+            "mkdir -p /home/user/Miscellaneous && cd /home/user/Miscellaneous && touch " + " ".join(NAMES)
+        ).encode(),
+    )
+    with zipfile.ZipFile(write_asset(tmp_path, f"{HF}/os/{task_id}/code.zip", b""), "w") as z:
+        z.writestr("code/main.py", "print('unzipped')\n")
+    rows = tmp_path / "rows.jsonl"
+    assert (
+        main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
+        == 0
+    )
+    row = load_tasks(rows)[0].to_dict()
+    async with office_pool.sandbox(timeout=120) as sb:
+        await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
+        assert "Terminal" in (await sb.oracle())["windows"]
+        for a in _type("pwd > ~/where.txt"):
+            await sb.act(a)
+        await sb.act({"type": "wait", "seconds": 1})
+        out = await sb.evaluate()
+    assert out["info"]["metrics"] == [
+        {"func": "exact_match", "score": 1.0},  # C.UTF-8 would list DOC_a, Family_b, IA_c first
+        {"func": "check_include_exclude", "score": 1.0},
+        {"func": "check_include_exclude", "score": 1.0},
+    ], out

@@ -101,3 +101,83 @@ def test_pptx_special_checks_turned_on_are_refused(options):
 )
 def test_pptx_options_osworld_reads_or_ignores_are_accepted(options):
     assert [r for r in lacks(_pptx(options)) if "option" in r] == []
+
+
+def _shown(config: list[dict], **fields) -> dict:
+    return {**_task(config), **fields}
+
+
+DOWNLOAD = {
+    "type": "download",
+    "parameters": {"files": [{"url": "https://example.com/a.docx", "path": "/home/user/Desktop/a.docx"}]},
+}
+CLICK = {
+    "type": "execute",
+    "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.click(9, 9)"]},
+}
+TERMINAL = {
+    "type": "execute",
+    "parameters": {"command": ["python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')"]},
+}
+NOTHING_SHOWN = "an application on screen (the set-up opens or launches none)"
+
+
+@pytest.mark.parametrize("config", [[], [DOWNLOAD], [DOWNLOAD, CLICK]])
+def test_a_task_whose_setup_shows_no_application_is_refused(config):  # multi_apps/1f18aa87, os/94d95f96
+    assert NOTHING_SHOWN in lacks(_shown(config), lambda url: True)
+
+
+def test_an_infeasible_task_needs_no_application_on_screen():  # the agent only has to give up
+    task = _shown([], evaluator={"func": "infeasible"})
+    assert lacks(task) == []
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        TERMINAL,  # GNOME's Ctrl+Alt+T in OSWorld's VM: the box opens a terminal for it
+        {"type": "open", "parameters": {"path": "/home/user/Desktop/a.docx"}},
+        {"type": "launch", "parameters": {"command": ["soffice", "--calc"]}},
+    ],
+)
+def test_a_task_whose_setup_opens_an_application_or_the_terminal_shows_one(step):
+    assert lacks(_shown([DOWNLOAD, step]), lambda url: True) == []
+
+
+@pytest.mark.parametrize(
+    ("apps", "missing"),
+    [
+        (["vscode", "libreoffice_writer", "os"], ["vscode"]),  # multi_apps/20236825
+        (["chrome", "os", "image"], ["chrome", "image"]),  # multi_apps/ce2b64a2
+        (["libreoffice_calc", "pdf"], ["pdf"]),
+    ],
+)
+def test_a_task_that_needs_an_application_the_box_lacks_is_refused(apps, missing):
+    task = _shown([DOWNLOAD, {"type": "open", "parameters": {"path": "/home/user/Desktop/a.docx"}}])
+    task["related_apps"] = apps
+    assert lacks(task, lambda url: True) == [f"application {a} (related_apps)" for a in missing]
+
+
+@pytest.mark.parametrize(
+    "apps", [["libreoffice calc", "Writer", "libreoffice_impress", "os", "OS", "terminal", "calc"], []]
+)
+def test_the_box_has_the_office_suite_and_the_terminal(apps):
+    task = _shown([TERMINAL], related_apps=apps)
+    assert lacks(task) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "program"),
+    [
+        ("pulseaudio --start\npactl list sinks | grep Volume", "pactl"),  # os/28cc3b7e
+        (["bash", "-c", "cd ~/Desktop && zip -r out.zip src"], "zip"),
+        ("cat data.json | jq .name", "jq"),
+        ("echo '1+1' | bc", "bc"),
+    ],
+)
+def test_programs_osworld_commands_call_that_the_image_lacks_are_named(command, program):
+    assert f"application {program}" in _command_lacks(command)
+
+
+def test_unzip_is_in_the_image():  # multi_apps/20236825, f918266a, 869de13e
+    assert _command_lacks(["/bin/bash", "-c", "unzip /home/user/Desktop/a.zip -d /home/user/Desktop/"]) == []

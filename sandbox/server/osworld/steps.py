@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.server.osworld.env import TaskEnv, TaskSetupError
+from sandbox.server.osworld.env import OSWORLD_HOME, TaskEnv, TaskSetupError
 
 WINDOW_TIMEOUT_S = 60  # OSWorld waits up to 1800 s for a VM; a box's application is up in seconds
 COMMAND_TIMEOUT_S = 120  # as OSWorld's execute
@@ -95,6 +95,9 @@ def download(env: TaskEnv, files: list[dict[str, str]]) -> None:
         src, dst = env.assets(f["url"]), env.path(f["path"])
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
+        # A helper script's own VM paths resolve only where /home/user is this home (the image links it).
+        if not env.home_is_osworld_home() and OSWORLD_HOME.encode() in dst.read_bytes():
+            raise TaskSetupError(f"download: {dst.name} names {OSWORLD_HOME}, which is not this box's home")
 
 
 def open_(env: TaskEnv, path: str) -> None:
@@ -154,6 +157,23 @@ def execute(
         time.sleep(0.5)
 
 
+# What a set-up command's end says when the box lacks what OSWorld's VM has: bash's 127 and its message for
+# a missing program, or a pyautogui call the stand-in cannot make.
+_MISSING_PROGRAM = re.compile(r": command not found$", re.MULTILINE)
+_SHIM_ERROR = "pyautogui (the boxes' stand-in)"
+
+
+def execute_step(env: TaskEnv, command: str | list[str], **kw: Any) -> dict[str, Any]:
+    """`execute` as a set-up step: a command that cannot run as in OSWorld's VM fails the set-up (a non-zero
+    exit otherwise does not, as in OSWorld)."""
+    result = execute(env, command, **kw)
+    missing = result["returncode"] == 127 or _MISSING_PROGRAM.search(result["error"])
+    if missing or _SHIM_ERROR in result["error"]:
+        last = result["error"].strip().splitlines()[-1:] or [f"exit {result['returncode']}"]
+        raise TaskSetupError(f"the box cannot run it as OSWorld's VM does: {last[0]}")
+    return result
+
+
 def _until_met(until: dict[str, Any], r: dict[str, Any]) -> bool:
     return (
         ("returncode" in until and r["returncode"] == until["returncode"])
@@ -185,8 +205,8 @@ STEPS: dict[str, Callable[..., Any]] = {
     "download": download,
     "open": open_,
     "launch": launch,
-    "execute": execute,
-    "command": execute,
+    "execute": execute_step,
+    "command": execute_step,
     "sleep": sleep,
     "activate_window": activate_window,
     "close_window": close_window,

@@ -1,5 +1,6 @@
-"""What an OSWorld task needs that the boxes lack: steps, getters, metrics or their options, applications,
-the network. `lacks(task)` is empty for a task that runs; the host's loader (sandbox/osworld.py) refuses the
+"""What an OSWorld task needs that the boxes lack: steps, getters, metrics or their options, applications
+(the programs its commands call, the ones its `related_apps` names, one on screen after its set-up), the
+network. `lacks(task)` is empty for a task that runs; the host's loader (sandbox/osworld.py) refuses the
 others at load time with this list."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from sandbox.server.osworld.metrics import METRICS, metric
 from sandbox.server.osworld.shim import pyautogui_names
 from sandbox.server.osworld.steps import OPENERS, STEPS
 
-# Programs OSWorld's tasks run that the office image does not have (Debian lacks some: Chrome, VS Code).
+# Programs OSWorld's tasks run that the office image does not have (Debian lacks some: Chrome, VS Code); a
+# set-up command that meets another missing program fails the set-up (steps.execute_step).
 # Its chromium is not Chrome for them: their Chrome tasks drive it over DevTools (socat, chrome_open_tabs).
 MISSING_PROGRAMS = (
     "google-chrome",
@@ -37,12 +39,22 @@ MISSING_PROGRAMS = (
     "wget",
     "curl",
     "git",
+    "pulseaudio",
+    "pactl",
+    "zip",
+    "jq",
+    "bc",
+    "update-desktop-database",
 )
 _NAMES = "|".join(map(re.escape, MISSING_PROGRAMS))
 # A program by name (`thunderbird`, not `my-code.py`), or by path: the last component of an absolute or
 # relative path (`/usr/bin/thunderbird`, not `/home/user/code/main.py`).
 _PROGRAM = re.compile(rf"(?<![\w./-])({_NAMES})(?![\w-])|(?<=/)({_NAMES})(?![\w./-])")
 _PYAUTOGUI_CALL = re.compile(r"pyautogui\.(\w+)")
+# GNOME's Ctrl+Alt+T, which OSWorld's set-up presses for a terminal: the shim opens one (shim/pyautogui.py).
+_TERMINAL_HOTKEY = re.compile(r"""hotkey\(\s*\[?\s*(['"])ctrl\1\s*,\s*(['"])alt\2\s*,\s*(['"])t\3""")
+# What a task's `related_apps` may name that the boxes have: LibreOffice and the desktop's terminal ("os").
+_BOX_APPS = re.compile(r"libreoffice.*|calc|writer|impress|os|terminal", re.IGNORECASE)
 
 
 def _command_lacks(command: Any) -> list[str]:
@@ -69,6 +81,21 @@ def _step_lacks(step: dict[str, Any], has_asset: Callable[[str], bool]) -> list[
     if kind in ("launch", "execute", "command"):
         return _command_lacks(params.get("command"))
     return []
+
+
+def _shows_an_application(config: list[dict[str, Any]]) -> bool:
+    """Whether the set-up puts an application on screen: the boxes have no desktop, launcher or file manager,
+    so a task that opens nothing starts on an empty screen where OSWorld's VM shows its desktop."""
+    for step in config:
+        kind, params = step.get("type"), step.get("parameters") or {}
+        if kind in ("open", "launch"):
+            return True
+        if kind in ("execute", "command"):
+            command = params.get("command")
+            text = command if isinstance(command, str) else " ".join(map(str, command or []))
+            if _TERMINAL_HOTKEY.search(text):
+                return True
+    return False
 
 
 def _metric_lacks(func: str, opts: dict[str, Any]) -> list[str]:
@@ -116,6 +143,11 @@ def lacks(task: dict[str, Any], has_asset: Callable[[str], bool] = lambda url: F
     funcs = ev.get("func") if isinstance(ev.get("func"), list) else [ev.get("func")]
     if funcs == ["infeasible"]:  # scored from the agent's verdict alone (OSWorld's FAIL: done with failure)
         return list(dict.fromkeys(out))
+    # The applications a task is played with: on an empty screen, or without them, it cannot be played.
+    if not _shows_an_application(task.get("config") or []):
+        out.append("an application on screen (the set-up opens or launches none)")
+    apps = task.get("related_apps") or []
+    out += [f"application {a} (related_apps)" for a in apps if not _BOX_APPS.fullmatch(str(a))]
     n = len(funcs)
     for key in ("result", "expected", "options"):
         if isinstance(ev.get(key), list) and len(ev[key]) != n:
