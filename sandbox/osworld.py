@@ -3,6 +3,7 @@ and task rows that play the runnable ones.
 
     python -m sandbox.osworld check EXAMPLES_DIR [--assets DIR | --assume-assets] [--json OUT]
     python -m sandbox.osworld rows EXAMPLES_DIR --assets DIR --out tasks/osworld.jsonl [--split test]
+    python -m sandbox.osworld gate EXAMPLES_DIR --assets DIR [--parallel N] [--json OUT]   (sandbox/osworld_gate.py)
 
 A task file is OSWorld's JSON (`id`, `instruction`, `config`, `evaluator`; sandbox/server/osworld). Nothing is
 downloaded: a task's URLs map to files under the assets folder, laid out as `<assets>/<host>/<path>` (what
@@ -174,7 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     rows.add_argument("--split", default="test", choices=("train", "val", "test"))
     rows.add_argument("--max-turns", type=int, default=15)
     rows.add_argument("--image", default=OFFICE_IMAGE, help="the boxes' image (default: %(default)s)")
+    gate = sub.add_parser(
+        "gate",
+        help="reset each runnable task in a box, act not at all, score: report what scores or fails set-up",
+    )
+    gate.add_argument("folder", type=Path)
+    gate.add_argument("--assets", type=Path, required=True)
+    gate.add_argument("--parallel", type=int, default=2, help="boxes at once (default: %(default)s)")
+    gate.add_argument("--json", type=Path, help="write the report here")
+    gate.add_argument("--image", help="the boxes' image (default: the rows')")
     args = ap.parse_args(argv)
+    if args.cmd == "gate":
+        from sandbox.osworld_gate import run_gate  # it imports this module
+
+        return run_gate(args.folder, args.assets, args.parallel, args.json, args.image)
     if not args.folder.is_dir():
         ap.error(f"{args.folder}: not a folder")
     checks = check_folder(args.folder, args.assets, getattr(args, "assume_assets", False))
