@@ -62,7 +62,8 @@ def measure(family: str, repeats: int) -> dict[str, float]:
     return {
         "prompt_tokens": int(enc["input_ids"].shape[1]),
         "image_tokens": int((enc["input_ids"] == view.image_token_id).sum()),
-        "system_prompt_tokens": len(view.tokenizer(prompt.messages[0]["content"])["input_ids"]),
+        # the family's prompt text wherever it sits (ui-tars puts it in the first user turn, not the system)
+        "text_tokens": int((enc["input_ids"] != view.image_token_id).sum()),
         "fwd_bwd_s": statistics.median(times[1:]),
         "params": sum(p.numel() for p in model.parameters()),
     }
@@ -76,7 +77,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     rows = {family: measure(family, args.repeats) for family in MODELS_OF}
-    keys = ["params", "prompt_tokens", "image_tokens", "system_prompt_tokens", "fwd_bwd_s"]
+    keys = ["params", "prompt_tokens", "image_tokens", "text_tokens", "fwd_bwd_s"]
     print(f"{'':22}" + "".join(f"{k:>22}" for k in keys))
     for family, r in rows.items():
         print(f"{family:22}" + "".join(f"{r[k]:>22.3f}" if k == "fwd_bwd_s" else f"{r[k]:>22}" for k in keys))

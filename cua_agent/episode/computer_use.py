@@ -1,16 +1,26 @@
-"""Qwen's `computer_use` function (model family qwen3-vl): the tool convention the Qwen3-VL Instruct models
-were trained with for desktop control, so a released checkpoint starts from its zero-shot ability.
+"""Qwen's `computer_use` function (model family qwen3-vl): the tool the Qwen3-VL Instruct models were trained
+with for desktop control, so a released checkpoint starts from its zero-shot ability.
 
-- The function's JSON schema goes into the system message inside Qwen's function-calling block: exactly the
-  text the Qwen chat template renders for `tools=[...]` (`tools_block`), so the prompt tokens are the ones
-  the model saw in training whether or not the served template renders tools.
+- The function is Qwen's own, word for word: its definition in the Qwen3-VL computer-use cookbook
+  (`cookbooks/utils/agent_function_call.py`, display 1000x1000), its `function` dict = name, description,
+  parameters (tests/agent/test_reference_prompts.py diffs it against a golden copy of that data).
+- The system message is the cookbook's: "You are a helpful assistant." then Qwen's function-calling block,
+  exactly the text the Qwen chat template renders for `tools=[...]` (`tools_block`), so the prompt tokens are
+  the trained ones whether or not the served template renders tools.
 - The model answers `<tool_call>{"name": "computer_use", "arguments": {"action": "left_click", ...}}`.
-- Coordinates are the family's: 0-1000 on both axes (the schema says the screen is 1000x1000).
+- Coordinates are 0-1000 on both axes (the schema says the screen is 1000x1000).
 
-Offered are the actions our sandboxes perform. Two differ from Qwen's originals: `left_click_drag` also takes a
-`start_coordinate` (Qwen's drags from wherever the pointer is, which the parser also reads), and a scroll's
-`pixels` are wheel clicks. Of Qwen's enum, `middle_click` is read though not offered, and `triple_click` is
-refused (the sandbox's click has no click count).
+What each action does here, where Qwen's words leave it open (parser.py reads them so):
+- a click with no `coordinate` clicks where the pointer is; `left_click_drag` drags from the pointer to
+  `coordinate` (the episode loop tracks the pointer);
+- `triple_click` is a double click, as Qwen's description says ("simulated as double-click"): the
+  sandbox's click has no click count either;
+- `pixels` are wheel clicks (pyautogui's unit on Linux, as OSWorld's harness scrolls), at most 50 a turn,
+  at `coordinate`, else at the pointer; `hscroll` scrolls sideways (> 0 right), which the sandbox can do,
+  where Qwen's harness maps it to a vertical scroll;
+- `wait` waits at most 10 s;
+- `answer` ends the task with its text as the answer (the episode has nothing left to do once the
+  question is answered; Qwen's mobile cookbook sends a `terminate` after it, which is never asked for).
 """
 
 from __future__ import annotations
@@ -20,7 +30,6 @@ from typing import Any
 
 from cua_agent.episode.actions import Action, Done, Drag, Key, PointerAction, Scroll, TypeText, Wait
 from cua_agent.episode.coordinates import CoordinateMapping
-from sandbox.server.protocol import MAX_SCROLL, MAX_WAIT_S
 
 TOOL_NAME = "computer_use"
 # Our action name -> the convention's.
@@ -38,29 +47,42 @@ _NAMES = {
 
 
 def tool_schema(mapping: CoordinateMapping) -> dict[str, Any]:
-    """The function as an OpenAI-style tool, with the screen size in the model's coordinates."""
+    """Qwen's function as an OpenAI-style tool, with the screen size in the model's coordinates."""
     w, h = mapping.model_size
     description = (
         "Use a mouse and keyboard to interact with a computer, and take screenshots.\n"
-        "* This is an interface to a desktop GUI: one action per call, then you get a new screenshot.\n"
-        "* Some applications take time to respond; wait and look at the next screenshot before acting "
-        "again.\n"
+        "* This is an interface to a desktop GUI. You do not have access to a terminal or applications menu. "
+        "You must click on desktop icons to start applications.\n"
+        "* Some applications may take time to start or process actions, so you may need to wait and take "
+        "successive screenshots to see the results of your actions. E.g. if you click on Firefox and a window "
+        "doesn't open, try wait and taking another screenshot.\n"
         f"* The screen's resolution is {w}x{h}.\n"
-        "* Point at the centre of the element you want to click, as you see it in the latest screenshot."
+        "* Whenever you intend to move the cursor to click on an element like an icon, you should consult a "
+        "screenshot to determine the coordinates of the element before moving the cursor.\n"
+        "* If you tried clicking on a program or link but it failed to load, even after waiting, try "
+        "adjusting your cursor position so that the tip of the cursor visually falls on the element that you "
+        "want to click.\n"
+        "* Make sure to click any buttons, links, icons, etc with the cursor tip in the center of the "
+        "element. Don't click boxes on their edges."
     )
+    at = "at a specified (x, y) pixel coordinate on the screen."
     actions = {
-        "key": "Press a key or a combination, given as a list of key names in order (e.g. ['ctrl', 's']).",
-        "type": "Type a string of text into the focused element.",
-        "mouse_move": "Move the pointer to `coordinate`.",
-        "left_click": "Left click at `coordinate`.",
-        "left_click_drag": "Press the left button at `start_coordinate`, drag to `coordinate`, release.",
-        "right_click": "Right click at `coordinate`.",
-        "double_click": "Double left click at `coordinate`.",
-        "scroll": "Scroll the wheel at `coordinate`: `pixels` > 0 scrolls up, < 0 down.",
-        "hscroll": "Scroll sideways at `coordinate`: `pixels` > 0 scrolls right, < 0 left.",
-        "wait": "Wait `time` seconds for the screen to change.",
-        "terminate": "End the task, with `status` success or failure.",
-        "answer": "Answer the task's question with `text`, which ends the task.",
+        "key": "Performs key down presses on the arguments passed in order, then performs key releases in "
+        "reverse order.",
+        "type": "Type a string of text on the keyboard.",
+        "mouse_move": "Move the cursor to a specified (x, y) pixel coordinate on the screen.",
+        "left_click": f"Click the left mouse button {at}",
+        "left_click_drag": "Click and drag the cursor to a specified (x, y) pixel coordinate on the screen.",
+        "right_click": f"Click the right mouse button {at}",
+        "middle_click": f"Click the middle mouse button {at}",
+        "double_click": f"Double-click the left mouse button {at}",
+        "triple_click": f"Triple-click the left mouse button {at[:-1]} (simulated as double-click since it's "
+        "the closest action).",
+        "scroll": "Performs a scroll of the mouse scroll wheel.",
+        "hscroll": "Performs a horizontal scroll (mapped to regular scroll).",
+        "wait": "Wait specified seconds for the change to happen.",
+        "terminate": "Terminate the current task and report its completion status.",
+        "answer": "Answer a question.",
     }
     return {
         "type": "function",
@@ -70,30 +92,32 @@ def tool_schema(mapping: CoordinateMapping) -> dict[str, Any]:
             "parameters": {
                 "properties": {
                     "action": {
-                        "description": "The action to perform:\n"
+                        "description": "The action to perform. The available actions are:\n"
                         + "\n".join(f"* `{name}`: {what}" for name, what in actions.items()),
                         "enum": list(actions),
                         "type": "string",
                     },
-                    "keys": {"description": "Required by `action=key`.", "type": "array"},
+                    "keys": {"description": "Required only by `action=key`.", "type": "array"},
                     "text": {
-                        "description": "Required by `action=type` and `action=answer`.",
+                        "description": "Required only by `action=type` and `action=answer`.",
                         "type": "string",
                     },
                     "coordinate": {
-                        "description": f"(x, y): x from 0 (left) to {w}, y from 0 (top) to {h}. Required by "
-                        "the click, move, drag and scroll actions.",
+                        "description": "(x, y): The x (pixels from the left edge) and y (pixels from the top "
+                        "edge) coordinates to move the mouse to.",
                         "type": "array",
                     },
-                    "start_coordinate": {"description": "(x, y) where a drag starts.", "type": "array"},
                     "pixels": {
-                        "description": f"Wheel clicks, 1 to {MAX_SCROLL} either way. Required by "
-                        "`action=scroll` and `action=hscroll`.",
+                        "description": "The amount of scrolling to perform. Positive values scroll up, negative "
+                        "values scroll down. Required only by `action=scroll` and `action=hscroll`.",
                         "type": "number",
                     },
-                    "time": {"description": f"Seconds, at most {MAX_WAIT_S:g}.", "type": "number"},
+                    "time": {
+                        "description": "The seconds to wait. Required only by `action=wait`.",
+                        "type": "number",
+                    },
                     "status": {
-                        "description": "Required by `action=terminate`.",
+                        "description": "The status of the task. Required only by `action=terminate`.",
                         "type": "string",
                         "enum": ["success", "failure"],
                     },
@@ -119,11 +143,7 @@ def tools_block(tools: list[dict[str, Any]]) -> str:
 
 
 def system_prompt(mapping: CoordinateMapping) -> str:
-    return (
-        "You are a computer-use agent. You see screenshots of a desktop and operate it until the task is "
-        "complete. Each turn, think briefly if useful, then call the tool exactly once.\n\n"
-        + tools_block([tool_schema(mapping)])
-    )
+    return "You are a helpful assistant.\n\n" + tools_block([tool_schema(mapping)])
 
 
 def key_names(keys: str) -> list[str]:
@@ -149,8 +169,7 @@ def to_arguments(action: Action, mapping: CoordinateMapping) -> dict[str, Any]:
             "pixels": sign * action.amount,
         }
     args: dict[str, Any] = {"action": _NAMES[action.name]}
-    if isinstance(action, Drag):
-        args["start_coordinate"] = list(mapping.to_model(action.x, action.y))
+    if isinstance(action, Drag):  # Qwen's drag starts where the pointer is: only its end is written
         args["coordinate"] = list(mapping.to_model(action.x2, action.y2))
     elif isinstance(action, PointerAction):
         args["coordinate"] = list(mapping.to_model(action.x, action.y))

@@ -1,11 +1,14 @@
 """Model families: one config choice (`agent.model_family`) that decides how the agent talks to a model —
-the system prompt with its tool schema, the form actions are written in (past actions in the prompt's log,
-demonstrations) and the coordinate convention. The parser reads a family's output as the family's own
-harness does (parser.py).
+the system prompt with its tool schema, the layout of the chat messages (prompting.py), the form actions are
+written in (past actions in the prompt's log, demonstrations) and the coordinate convention. The parser
+reads a family's output as the family's own harness does (parser.py).
 
-    qwen2.5-vl  the project's `computer` tool (tool_calls.py); absolute pixels of the resized screenshot
-    qwen3-vl    Qwen's `computer_use` function as Qwen3-VL was trained (computer_use.py); 0-1000 coordinates
-    ui-tars     UI-TARS-1.5's Thought/Action format (ui_tars.py); absolute pixels of the resized screenshot
+    qwen2.5-vl  the project's `computer` tool (tool_calls.py) and layout; absolute pixels of the resized
+                screenshot
+    qwen3-vl    Qwen's `computer_use` function and Qwen's message layout, as in its cookbook
+                (computer_use.py); 0-1000 coordinates
+    ui-tars     UI-TARS-1.5's prompt, message layout and Thought/Action format, as its harness prompts it
+                (ui_tars.py); absolute pixels of the resized screenshot
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from cua_agent.episode import computer_use, tool_calls, ui_tars
 from cua_agent.episode.actions import Action
 from cua_agent.episode.coordinates import Convention, CoordinateMapping
+
+# How a prompt's messages are laid out (prompting.py): "project" the task and its labels before each
+# screenshot; "qwen" each screenshot before its text, as Qwen's cookbook and OSWorld's Qwen3-VL harness send
+# them; "ui-tars" UI-TARS-1.5's harness layout (ui_tars.py).
+Layout = Literal["project", "qwen", "ui-tars"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,7 @@ class ModelFamily:
     system_prompt: Callable[[CoordinateMapping], str]
     answer: Callable[[Action, CoordinateMapping], str]  # an action as the model is taught to write it
     log_entry: Callable[[Action, CoordinateMapping], str]  # a past action in the prompt's text log
+    layout: Layout = "project"
 
 
 def _json_args(to_arguments: Callable[[Action, CoordinateMapping], dict]) -> Callable[..., str]:
@@ -52,6 +62,7 @@ FAMILIES: dict[str, ModelFamily] = {
             computer_use.system_prompt,
             computer_use.format_tool_call,
             _json_args(computer_use.to_arguments),
+            "qwen",
         ),
         ModelFamily(
             "ui-tars",
@@ -60,6 +71,7 @@ FAMILIES: dict[str, ModelFamily] = {
             ui_tars.system_prompt,
             ui_tars.format_action,
             ui_tars.action_text,
+            "ui-tars",
         ),
     )
 }

@@ -10,8 +10,15 @@ reasoning) is skipped, and a reasoning cut off before its `</think>` is no actio
   off by the token limit carries no `<think>` of its own: its `<think>` ends the prompt);
 - ui-tars: only the text after the last `Action:` (never a call-like phrase in the `Thought:`), with a
   `type(content='...')` whose inner single quotes are not escaped repaired as UI-TARS's parser does.
-Qwen's computer_use acts at the pointer when a click has no `coordinate`, and drags from it to
-`coordinate` (`left_click_drag`): `pointer`, where the episode's last pointer action left it, is that point.
+Qwen's computer_use acts at the pointer when a click or a scroll has no `coordinate`, and drags from it to
+`coordinate` (`left_click_drag`); a UI-TARS scroll with no point turns the wheel at the pointer too:
+`pointer`, where the episode's last pointer action left it, is that point (a scroll before any pointer
+action turns the wheel at the screen's centre). UI-TARS's `scroll` is 5 wheel clicks and its `wait()` 5 s,
+as its harness does them; its `call_user()` ends the task as not doable (OSWorld's FAIL).
+
+One action a turn: of several calls in one answer, only the first (of the most explicit form) runs; each
+family's prompt asks for one action, and running the rest unseen would act on a screen the model has not
+looked at.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cua_agent.episode import ui_tars
 from cua_agent.episode.actions import (
     ACTION_CLASSES,
     DIRECTIONS,
@@ -62,7 +70,16 @@ class ParseFailure:
 _NAME_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {}
 for _canon, _aliases in {
     "click": ("click", "left_click", "leftclick", "left_single", "single_click", "tap"),
-    "double_click": ("double_click", "doubleclick", "dblclick", "left_double", "double_left_click"),
+    # Qwen's triple_click is "simulated as double-click" in its own description: the sandbox has no click count
+    "double_click": (
+        "double_click",
+        "doubleclick",
+        "dblclick",
+        "left_double",
+        "double_left_click",
+        "triple_click",
+        "tripleclick",
+    ),
     "right_click": ("right_click", "rightclick", "context_click", "right_single"),
     "middle_click": ("middle_click", "middleclick", "middle_single"),
     "move": ("move", "mouse_move", "mousemove", "move_mouse", "move_to", "moveto", "hover"),
@@ -79,16 +96,19 @@ for _d in DIRECTIONS:
     _NAME_ALIASES[f"scroll_{_d}"] = ("scroll", {"direction": _d})
 # Qwen3-VL's sideways scroll: its signed `pixels` mean right (> 0) and left (< 0).
 _NAME_ALIASES["hscroll"] = ("scroll", {"_horizontal": True})
-# Known actions the sandbox cannot perform exactly: refused with the reason, not as unknown.
+# UI-TARS's call_user(): it needs the user to go on, which an episode has not: the task is given up.
+_NAME_ALIASES["call_user"] = ("done", {"success": False})
+# Known actions the sandbox cannot perform: refused with the reason, not as unknown.
 _UNSUPPORTED = {
-    "triple_click": "the sandbox's click has no click count, and three separate clicks are not a triple "
-    "click; select with a drag or keys instead",
+    name: "the sandbox presses keys only as a whole (key down and up in one action); use hotkey or key"
+    for name in ("keydown", "keyup", "key_down", "key_up")
 }
-_UNSUPPORTED["tripleclick"] = _UNSUPPORTED["triple_click"]
 
 # Function-call text: only known names, at a word start, so prose words are not candidates and the
 # match cannot backtrack over long words.
-_CALL_NAMES = sorted({n for a in _NAME_ALIASES for n in (a, a.replace("_", "-"))}, key=len, reverse=True)
+_CALL_NAMES = sorted(
+    {n for a in (*_NAME_ALIASES, *_UNSUPPORTED) for n in (a, a.replace("_", "-"))}, key=len, reverse=True
+)
 _CALL_RE = re.compile(
     r"(?<![A-Za-z0-9_\-])(" + "|".join(map(re.escape, _CALL_NAMES)) + r")[ \t]{0,4}\(", re.I
 )
@@ -507,7 +527,12 @@ def _success(v: Any) -> bool | None:
 
 
 def _build(
-    name: Any, kw: dict[str, Any], pos: list[Any], mapping: CoordinateMapping, pointer: tuple[int, int] | None
+    name: Any,
+    kw: dict[str, Any],
+    pos: list[Any],
+    mapping: CoordinateMapping,
+    pointer: tuple[int, int] | None,
+    family: str | None,
 ) -> Action:
     canon = _canonical_name(name)
     if canon is None:
@@ -564,9 +589,13 @@ def _build(
         x2, y2 = screen(end, "an end coordinate")
         return Drag(x, y, x2, y2)
     if kind == "scroll":
-        p = _point(kw, pos, _POINT_KEYS, "x", "y")
-        # No position: scroll where it matters least to guess, the middle of the screen.
-        x, y = screen(p, "") if p is not None else (mapping.screen_w // 2, mapping.screen_h // 2)
+        p = _point(kw, pos, _POINT_KEYS + _START_KEYS, "x", "y")  # UI-TARS: start_box
+        # No position: the wheel turns where the pointer is; before any pointer action its place is not
+        # known, and the middle of the screen is where it matters least to guess.
+        if p is not None:
+            x, y = screen(p, "")
+        else:
+            x, y = pointer or (mapping.screen_w // 2, mapping.screen_h // 2)
         hit = _get(kw, "direction", "dir", "scroll_direction")
         direction = hit[1] if hit else _first_str(pos)
         amount_hit = _get(kw, "amount", "clicks", "scroll_amount", "steps", "times", "distance")
@@ -584,7 +613,8 @@ def _build(
             amount = pos.pop(0)
         if not isinstance(direction, str) or direction.strip().lower() not in DIRECTIONS:
             raise ActionError(f"'scroll' needs a direction (up/down/left/right), got {str(direction)[:20]!r}")
-        n = DEFAULT_SCROLL if amount is None else abs(_num(amount, "amount"))
+        default = ui_tars.SCROLL_CLICKS if family == "ui-tars" else DEFAULT_SCROLL
+        n = default if amount is None else abs(_num(amount, "amount"))
         n = min(max(round_half_up(n), 1), MAX_SCROLL)
         return Scroll(x, y, direction.strip().lower(), n)
     if kind == "type":
@@ -615,7 +645,8 @@ def _build(
             return Key(keys.split())
     if kind == "wait":
         hit = _get(kw, "seconds", "time", "duration", "secs", "second")
-        secs: Any = hit[1] if hit else (pos[0] if pos else DEFAULT_WAIT_S)
+        default_s = ui_tars.WAIT_S if family == "ui-tars" else DEFAULT_WAIT_S
+        secs: Any = hit[1] if hit else (pos[0] if pos else default_s)
         s = _num(secs, "seconds")
         if s < 0:
             raise ActionError(f"'seconds' must not be negative, got {s}")
@@ -630,12 +661,14 @@ def _build(
     return Done(_success(success_raw), answer)
 
 
-def _interpret(kind: str, val: Any, mapping: CoordinateMapping, pointer: tuple[int, int] | None) -> Action:
+def _interpret(
+    kind: str, val: Any, mapping: CoordinateMapping, pointer: tuple[int, int] | None, family: str | None
+) -> Action:
     if kind == "call":
         name, pos, kw = val
-        return _build(name, kw, pos, mapping, pointer)
+        return _build(name, kw, pos, mapping, pointer, family)
     name, fields_ = _resolve_obj(val)
-    return _build(name, fields_, [], mapping, pointer)
+    return _build(name, fields_, [], mapping, pointer, family)
 
 
 def parse_action(
@@ -678,7 +711,7 @@ def _parse(
     first_error: ParseFailure | None = None
     for fmt, kind, val, raw in _candidates(answer, budget, prose_calls=family != "qwen3-vl"):
         try:
-            return ParsedAction(_interpret(kind, val, mapping, pointer), fmt, _excerpt(raw))
+            return ParsedAction(_interpret(kind, val, mapping, pointer, family), fmt, _excerpt(raw))
         except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
             if first_error is None:
                 first_error = ParseFailure(f"{fmt}: {exc}"[:300], _excerpt(raw))

@@ -1,15 +1,23 @@
 """System prompt and chat messages for one agent turn, within an enforced token budget.
 
-Layout of the messages (OpenAI chat format):
-    system     the action space and the output format of the model family (families.py)
+Layout of the messages (OpenAI chat format), the family's `layout` (families.py):
+"project" (qwen2.5-vl):
+    system     the action space and the output format of the model family
     user       task instruction; a text log of earlier turns whose screenshots are not sent; the first
                screenshot of the window
     assistant  the model's own output of that turn (echoed verbatim, less vision markup)
     user       what that action did; the next screenshot
     ...        (one assistant/user pair per turn inside the window)
     user       ends with the current screenshot; the model answers next.
-The window holds the last K screenshots. A budget drops, in order: the oldest log lines, then the oldest
-screenshots in the window (their turns move to the log); never the instruction or the current screenshot.
+"qwen" (qwen3-vl): the same, each user turn with its screenshot first, as Qwen's cookbook and OSWorld's
+    Qwen3-VL harness send it; the first user text is the instruction (then the log), with no labels.
+"ui-tars": system "You are a helpful assistant."; user: UI-TARS's prompt ending with the instruction;
+    every past answer as an assistant turn, each answer in the window after an image-only user turn with
+    the screenshot it answered; the current screenshot last (OSWorld's UI-TARS-1.5 harness). Its older
+    answers stand where the other layouts have their text log.
+The window holds the last K screenshots. A budget drops, in order: the oldest log lines (ui-tars: the
+oldest past answers), then the oldest screenshots in the window (their turns move to the log); never the
+instruction or the current screenshot.
 
 Render a deep copy with an HF processor: transformers 5.3's processor.apply_chat_template rewrites
 image_url parts in place into {"type": "image", "url": ...}, which is no longer OpenAI format.
@@ -23,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cua_agent.episode import ui_tars
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.families import DEFAULT_FAMILY, FAMILIES, ModelFamily
 from cua_agent.episode.turn import Turn
@@ -86,29 +95,60 @@ def _render(
     family: ModelFamily,
     system: str,
 ) -> tuple[Messages, list[int]]:
-    """Messages with the last `window` screenshots and the last `log_kept` turns before the window as text."""
+    """Messages with the last `window` screenshots and the last `log_kept` turns before the window as text
+    (ui-tars: as assistant turns)."""
     n = len(history)
     first = n + 1 - window  # index of the first screenshot sent; turns before it are text only
     omitted = first - log_kept
-    text = f"Task: {instruction}"
+    if family.layout == "ui-tars":
+        return _render_ui_tars(instruction, history, parts, first, omitted, system), list(range(first, n + 1))
+    image_first = family.layout == "qwen"
+    text = instruction if image_first else f"Task: {instruction}"
     if first > 0:
         lines = ["\n\nEarlier turns (screenshots not shown, coordinates as you wrote them):"]
         if omitted:
             lines.append(f"[{omitted} earlier turn{'s' if omitted > 1 else ''} omitted]")
         lines += [_log_line(i, history[i], mapping, family) for i in range(omitted, first)]
         text += "\n".join(lines)
-    label = "Current screenshot:" if first == n else f"Screenshot before turn {first + 1}:"
-    user: list[dict[str, Any]] = [{"type": "text", "text": f"{text}\n\n{label}"}, parts[first]]
-    messages: Messages = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": user},
-    ]
+
+    def user(text: str, label: str, image: dict[str, Any]) -> dict[str, Any]:
+        if image_first:  # no label: the screenshot comes first
+            return {"role": "user", "content": [image, {"type": "text", "text": text}]}
+        return {"role": "user", "content": [{"type": "text", "text": f"{text}\n\n{label}"}, image]}
+
+    def label(i: int) -> str:  # of screenshot i
+        return "Current screenshot:" if i == n else f"Screenshot before turn {i + 1}:"
+
+    messages: Messages = [{"role": "system", "content": system}, user(text, label(first), parts[first])]
     for i in range(first, n):
         messages.append({"role": "assistant", "content": _VISION_MARKUP.sub("", history[i].output)})
-        label = "Current screenshot:" if i + 1 == n else f"Screenshot before turn {i + 2}:"
-        result = f"Turn {i + 1} result: {_note(history[i].note)}\n\n{label}"
-        messages.append({"role": "user", "content": [{"type": "text", "text": result}, parts[i + 1]]})
+        messages.append(user(f"Turn {i + 1} result: {_note(history[i].note)}", label(i + 1), parts[i + 1]))
     return messages, list(range(first, n + 1))
+
+
+def _render_ui_tars(
+    instruction: str,
+    history: Sequence[Turn],
+    parts: list[dict[str, Any]],
+    first: int,
+    omitted: int,
+    system: str,
+) -> Messages:
+    def answer(i: int) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": ui_tars.with_box_tokens(_VISION_MARKUP.sub("", history[i].output)),
+        }
+
+    messages: Messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": [{"type": "text", "text": ui_tars.instruction_prompt(instruction)}]},
+    ]
+    messages += [answer(i) for i in range(omitted, first)]
+    for i in range(first, len(history)):
+        messages += [{"role": "user", "content": [parts[i]]}, answer(i)]
+    messages.append({"role": "user", "content": [parts[len(history)]]})
+    return messages
 
 
 def build_messages(

@@ -74,8 +74,9 @@ QWEN3_CORPUS = [
     (qwen("mouse_move", coordinate=[0, 0]), Move(0, 0)),
     # in Qwen's enum: a middle click is the wire's click with the middle button
     (qwen("middle_click", coordinate=[500, 500]), MiddleClick(640, 400)),
-    # ... a triple click needs a click count the sandbox protocol does not have: refused, saying so
-    (qwen("triple_click", coordinate=[500, 500]), "triple_click"),
+    # ... a triple click is simulated as a double click, as Qwen's own description of it says
+    (qwen("triple_click", coordinate=[500, 500]), DoubleClick(640, 400)),
+    (qwen("triple_click"), DoubleClick(*POINTER)),
     # no coordinate: at the pointer, where the last pointer action left it
     (qwen("left_click"), Click(*POINTER)),
     (qwen("double_click"), DoubleClick(*POINTER)),
@@ -95,6 +96,9 @@ QWEN3_CORPUS = [
     (qwen("scroll", coordinate=[500, 500], pixels=3), Scroll(640, 400, "up", 3)),
     (qwen("hscroll", coordinate=[500, 500], pixels=3), Scroll(640, 400, "right", 3)),
     (qwen("scroll", coordinate=[500, 500], pixels=0), "direction"),
+    # no coordinate: the wheel turns where the pointer is
+    (qwen("scroll", pixels=-5), Scroll(*POINTER, "down", 5)),
+    (qwen("hscroll", pixels=-2), Scroll(*POINTER, "left", 2)),
     (qwen("wait", time=2), Wait(2.0)),
     (qwen("wait", time=30), Wait(10.0)),
     (qwen("terminate", status="success"), Done(success=True)),
@@ -199,8 +203,13 @@ UI_TARS_CORPUS = [
     # an unescaped quote inside content, repaired as UI-TARS's own parser does
     ("Thought: type it.\nAction: type(content='it's fine')", TypeText("it's fine")),
     ("Action: type(content='don't say \"can't\"\\n')", TypeText("don't say \"can't\"\n")),
-    (f"Action: scroll(start_box='{BOX.format('644,406')}', direction='down')", Scroll(640, 400, "down", 3)),
-    ("Action: wait()", Wait(1.0)),
+    # a scroll is 5 wheel clicks (as its harness scrolls), at the pointer when it names no point
+    (f"Action: scroll(start_box='{BOX.format('644,406')}', direction='down')", Scroll(640, 400, "down", 5)),
+    ("Action: scroll(direction='up')", Scroll(*POINTER, "up", 5)),
+    # ... at its start_box, wherever that is (not at the screen's centre)
+    (f"Action: scroll(start_box='{BOX.format('100,100')}', direction='down')", Scroll(99, 99, "down", 5)),
+    # wait() sleeps 5 s, as the prompt says
+    ("Action: wait()", Wait(5.0)),
     ("Action: finished()", Done()),
     ("Thought: it says 42.\nAction: finished(content='42')", Done(answer="42")),
     # the Action line decides, never a call-like phrase in the Thought
@@ -217,14 +226,21 @@ UI_TARS_CORPUS = [
     # only the first action of the line runs
     ("Action: click(start_box='(644,406)')\n\nhotkey(key='enter')", Click(640, 400)),
     # not in our action space
-    ("Action: keydown(key='shift')", "no action found (expected Action:"),
-    ("Action: call_user()", "no action found (expected Action:"),
+    ("Action: keydown(key='shift')", "'keydown' is not supported"),
+    # call_user(): the task cannot be done without the user (OSWorld's FAIL)
+    ("Thought: I need a password.\nAction: call_user()", Done(success=False)),
 ]
 
 
 @pytest.mark.parametrize(("text", "expected"), UI_TARS_CORPUS)
 def test_ui_tars_outputs(text, expected):
     check(text, "ui-tars", expected)
+
+
+def test_a_scroll_with_no_point_and_no_known_pointer_turns_the_wheel_at_the_screens_centre():
+    # the agent has not moved the pointer yet: where it is is not known; the centre is the safest guess
+    check(qwen("scroll", pixels=-5), "qwen3-vl", Scroll(640, 400, "down", 5), pointer=None)
+    check("Action: scroll(direction='down')", "ui-tars", Scroll(640, 400, "down", 5), pointer=None)
 
 
 def test_without_a_family_the_parser_stays_tolerant():
@@ -259,6 +275,7 @@ class FakeBox:
         return result, b"png"
 
     async def evaluate(self, gave_up: bool = False) -> dict[str, Any]:
+        self.gave_up = gave_up
         return {"reward": 1.0}
 
 
@@ -309,3 +326,34 @@ async def test_the_episode_reads_only_the_answer_after_a_reasoning():
     ep = await run_episode(box, Script(outputs), {"task_id": "t", "seed": 0}, cfg, QWEN3)  # type: ignore[arg-type]
     assert box.sent == [{"type": "type", "text": "ok"}]
     assert ep.format_failures == 1 and ep.status == "done"
+
+
+@pytest.mark.parametrize(
+    ("family", "outputs", "gave_up"),
+    [
+        # UI-TARS's call_user(): the episode ends as OSWorld's FAIL, the task judged as given up
+        ("ui-tars", ["Thought: I need the user's password.\nAction: call_user()"], True),
+        ("ui-tars", ["Thought: It is done.\nAction: finished(content='')"], False),
+        # Qwen's answer ends the task with the answer; a terminate after it is never asked for
+        ("qwen3-vl", [qwen("answer", text="42"), qwen("terminate", status="success")], False),
+        ("qwen3-vl", [qwen("terminate", status="failure")], True),
+    ],
+)
+async def test_how_each_familys_last_action_ends_the_episode(family, outputs, gave_up):
+    box = FakeBox(report_pointer=True)
+    cfg = EpisodeConfig(max_turns=3, model_family=family)
+    mapping = QWEN3 if family == "qwen3-vl" else RESIZED
+    ep = await run_episode(box, Script(outputs), {"task_id": "t", "seed": 0}, cfg, mapping)  # type: ignore[arg-type]
+    assert ep.status == "done" and len(ep.turns) == 1 and box.sent == [] and box.gave_up is gave_up
+
+
+async def test_of_several_calls_in_one_answer_only_the_first_runs():
+    """Both families are taught one action a turn; the rest of an answer is not run (nor reported)."""
+    for family, mapping, text in (
+        ("qwen3-vl", QWEN3, qwen("left_click", coordinate=[500, 500]) + "\n" + qwen("type", text="x")),
+        ("ui-tars", RESIZED, "Thought: both.\nAction: click(start_box='(644,406)')\n\nhotkey(key='enter')"),
+    ):
+        box = FakeBox(report_pointer=True)
+        cfg = EpisodeConfig(max_turns=1, model_family=family)
+        await run_episode(box, Script([text]), {"task_id": "t", "seed": 0}, cfg, mapping)  # type: ignore[arg-type]
+        assert box.sent == [{"type": "click", "x": 640, "y": 400}], family
