@@ -99,9 +99,9 @@ def test_any_payload_is_either_valid_and_in_range_or_an_action_error(payload):
 def test_an_unknown_backend_name_lists_the_known_ones():
     from sandbox.backends import BACKENDS, make_backend
 
-    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local, gbox\)"):
+    with pytest.raises(ValueError, match=r"'vm' \(expected one of docker, local, gbox, ray\)"):
         make_backend("vm")
-    assert BACKENDS == ("docker", "local", "gbox")
+    assert BACKENDS == ("docker", "local", "gbox", "ray")
 
 
 # -- task specs ------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_a_row_may_choose_its_backend_from_the_known_ones(tmp_path):
     with pytest.raises(TaskSpecError) as err:
         load_tasks(path)
     assert "t.jsonl:2: field 'sandbox.backend'" in str(err.value)
-    assert "must be one of docker, local, gbox (absent: the run's sandbox.backend), got 'vm'" in str(
+    assert "must be one of docker, local, gbox, ray (absent: the run's sandbox.backend), got 'vm'" in str(
         err.value
     )
 
@@ -469,7 +469,7 @@ async def test_one_pool_starts_each_box_on_the_backend_its_spec_names():
         return made[name]
 
     routed = RoutedBackend("docker", make, run_id="run-1")
-    assert list(made) == ["docker"]  # the default at once, the others on first use
+    assert list(made) == []  # each on first use (the default too: a worker thread makes it)
     async with _pool(routed, max_size=3) as pool:
         on_gbox = await pool.acquire(SandboxSpec(backend="gbox"))
         default = await pool.acquire(SandboxSpec())
