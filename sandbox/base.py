@@ -213,6 +213,7 @@ class BoxState:
     running: bool
     how: str  # "running", "exited with code 137, out of memory"
     killed_through_engine: bool = False  # by an operator or a reaper, not by what ran in the box
+    expired: bool = False  # its server stopped itself, nobody having talked to it for its idle time
 
 
 class Backend:
@@ -280,7 +281,7 @@ async def broken_from_inside(backend: Backend, box_id: str, exc: SandboxError) -
             state = await asyncio.to_thread(backend.state, box_id)
     except Exception:
         return None
-    if state is None or state.killed_through_engine:
+    if state is None or state.killed_through_engine or state.expired:
         return None
     how = "it runs, with its control loop silent" if state.running else state.how
     return BoxBroken(f"{box_id} broke ({how}) after {exc}")

@@ -39,6 +39,7 @@ from sandbox.base import (
     private_dirs,
 )
 from sandbox.errors import SandboxStartError
+from sandbox.server.protocol import IDLE_EXIT_CODE
 
 DEFAULT_PODMAN_SOCKET = "/run/cua/podman.sock"
 HOST_FORMS = {"unix": "unix:///absolute/path", "tcp": "tcp://127.0.0.1:port"}
@@ -51,6 +52,10 @@ NOT_HERE = (
 )
 
 
+# A box nobody talks to for an hour stops itself (sandbox.idle_exit_s): far beyond a turn, a model call or a
+# training step, it only ends boxes whose trainer vanished where no reaper looks (another machine, a
+# killed container).
+IDLE_EXIT_S = 3600.0
 LOG_MAX_SIZE = "10m"  # of a box's engine log (what `podman logs` shows; the start errors quote its tail)
 
 
@@ -111,8 +116,11 @@ class DockerBackend(Backend):
         docker_host: str | None = None,
         start_timeout: float = 60.0,
         run_dir: Path | None = None,
+        idle_exit_s: float = IDLE_EXIT_S,
     ) -> None:
+        """`idle_exit_s`: a box that gets no request for that long stops itself (0: never)."""
         super().__init__(run_id)
+        self.idle_exit_s = idle_exit_s
         import docker  # the host-side dependency, only needed for this backend
 
         self.docker_host = docker_host or default_docker_host()
@@ -148,6 +156,7 @@ class DockerBackend(Backend):
                     "CUA_SANDBOX_SECRETS": f"/run/cua/{SECRETS_FILE}",
                     "CUA_SCREEN_WIDTH": str(spec.screen[0]),
                     "CUA_SCREEN_HEIGHT": str(spec.screen[1]),
+                    "CUA_SANDBOX_IDLE_EXIT_S": f"{self.idle_exit_s:g}",
                 },
                 volumes={str(sock_dir): {"bind": "/run/cua", "mode": "rw"}},
             )
@@ -281,6 +290,10 @@ class DockerBackend(Backend):
             raise
         if st.get("Status") == "running":
             return BoxState(True, "running")
+        if st.get("ExitCode") == IDLE_EXIT_CODE:
+            return BoxState(
+                False, f"stopped itself after {self.idle_exit_s:g} s without a request", expired=True
+            )
         oom = ", out of memory" if st.get("OOMKilled") else ""
         how = f"{st.get('Status')} with code {st.get('ExitCode')}{oom}"
         return BoxState(False, how, self._killed_through_engine(box_id, st.get("StartedAt") or ""))

@@ -9,6 +9,7 @@ box) cannot read its memory or environment through /proc.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -19,6 +20,16 @@ import time
 
 from sandbox.server.app import Controller, make_server
 from sandbox.server.display import Display
+from sandbox.server.protocol import IDLE_EXIT_CODE
+
+
+def _watch_idle(ctl: Controller, idle_s: float, expire) -> None:
+    # The last backstop: a box no trainer talks to any more (its owner gone where no reaper looks) ends itself.
+    while True:
+        time.sleep(min(1.0, idle_s / 4))
+        if time.monotonic() - ctl.last_request > idle_s:
+            expire()
+            return
 
 
 def _watch_owner(pid: int, stop) -> None:
@@ -56,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--display", help="use this existing X display instead of starting Xvfb")
     ap.add_argument("--owner-pid", type=int, help="exit when this process is gone")
     ap.add_argument("--ready-file", help="write {'socket'|'port', 'display'} here once serving")
+    ap.add_argument(
+        "--idle-exit-s",
+        type=float,
+        default=float(os.environ.get("CUA_SANDBOX_IDLE_EXIT_S", 0)),
+        help=f"stop, with exit status {IDLE_EXIT_CODE}, after this long without a request (0: never)",
+    )
     args = ap.parse_args(argv)
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         print(f"prctl(PR_SET_DUMPABLE, 0) failed: errno {ctypes.get_errno()}", file=sys.stderr)
@@ -80,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     if args.owner_pid:
         threading.Thread(target=_watch_owner, args=(args.owner_pid, stop), daemon=True).start()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        stop()
+
+    if args.idle_exit_s > 0:
+        threading.Thread(target=_watch_idle, args=(ctl, args.idle_exit_s, expire), daemon=True).start()
     if args.ready_file:
         where = {"socket": args.socket} if args.socket else {"port": srv.server_address[1]}
         tmp = args.ready_file + ".tmp"
@@ -92,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctl.close()
         if args.socket and os.path.exists(args.socket):
-            os.unlink(args.socket)
+            with contextlib.suppress(OSError):  # the host locks the socket's folder once the box serves
+                os.unlink(args.socket)
+    if expired.is_set():
+        print(f"no request for {args.idle_exit_s:g} s: stopped", flush=True)
+        return IDLE_EXIT_CODE
     return 0
 
 

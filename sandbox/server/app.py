@@ -49,6 +49,7 @@ class Controller:
     def __init__(self, display: Display) -> None:
         self.display = display
         self.lock = threading.Lock()
+        self.last_request = time.monotonic()  # of an authenticated request (the idle exit, __main__.py)
         self.runtimes: dict[str, Runtime] = {}
         self.active: Runtime | None = None
         self.task_id: str | None = None
@@ -230,6 +231,7 @@ def make_handler(ctl: Controller, token: str, proof: str) -> type[BaseHTTPReques
                 auth = self.headers.get("Authorization", "")
                 if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
                     raise HTTPError(401, "missing or wrong sandbox token")
+                ctl.last_request = time.monotonic()  # only the host's requests keep the box alive
                 routes = {
                     ("GET", "/health"): lambda: ctl.health(),
                     ("POST", "/action"): lambda: ctl.action(body),

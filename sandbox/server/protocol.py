@@ -50,6 +50,9 @@ DEFAULT_BUTTON = {"click": "left", "double_click": "left", "right_click": "right
 SCROLL_UNITS: dict[str, tuple[int, int]] = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}
 
 MAX_TEXT = 2000  # characters typed by one action
+# The server's exit status when it stopped itself after its idle time without a request (--idle-exit-s):
+# the box's last backstop against a trainer that vanished, never the policy's doing.
+IDLE_EXIT_CODE = 75
 MAX_WAIT_S = 10.0
 MAX_WAIT_CHANGE_S = 5.0
 MAX_SCROLL = 50  # wheel clicks per axis
