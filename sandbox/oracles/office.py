@@ -1,4 +1,4 @@
-"""Oracles of the office suite (`office/<name>`, sandbox/server/office_suite.py), and a plausible wrong attempt
+"""Oracles of the office suite (`office/<name>`, sandbox/server/office_suite/), and a plausible wrong attempt
 at each: both act through the public action API (keys and typing) in the real application, and save.
 
 They read the oracle state of sandbox/server/runtimes/office.py (its `OracleState`): the edited file's

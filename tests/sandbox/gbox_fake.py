@@ -1,4 +1,4 @@
-"""The local GBox server (sandbox/testing/gbox_server.py) as a test fixture: started as its own process, as a
+"""The local GBox server (sandbox/testing/gbox_server/) as a test fixture: started as its own process, as a
 cloud endpoint is, and asked through its test-only routes what it holds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The gbox backend through the real gbox-sdk against the local GBox server (sandbox/testing/gbox_server.py),
+"""The gbox backend through the real gbox-sdk against the local GBox server (sandbox/testing/gbox_server/),
 which stands in for the GBox cloud (unreachable here) and drives a real local desktop per box: real
 screenshots, real MiniWoB++ pages in chromium, real task rewards."""
 

@@ -1,4 +1,4 @@
-"""Office tasks: our seeded suite (office_suite.py) in real applications (LibreOffice Calc, Writer and
+"""Office tasks: our seeded suite (office_suite/) in real applications (LibreOffice Calc, Writer and
 Impress, the text editor, the terminal, chromium), run and scored through the OSWorld task format
 (sandbox/server/osworld): each task is generated from its seed as an OSWorld task, its files written, its
 `config` steps run; `evaluator` scores what the application saved or left behind.
@@ -33,7 +33,7 @@ class OracleState(TypedDict):
     task: str  # "office/<name>"
     path: str  # the file the task edits (absolute, in the box)
     mtime: float | None  # its modification time (None: absent): a save changes it
-    solution: dict[str, Any]  # what the oracle needs, per task (office_suite.py)
+    solution: dict[str, Any]  # what the oracle needs, per task (office_suite/)
     windows: list[str]  # titles of the visible windows
     screen: list[int]  # [width, height]
 
