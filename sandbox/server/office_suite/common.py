@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.server.runtimes.desktop import WORDS
+from sandbox.server.words import WORDS
 
 GOLD = "https://gold.cua.invalid/"  # the gold files' URLs: made at scoring time, never fetched
 ITEMS = ("pens", "paper", "folders", "staples", "tape", "markers", "binders", "clips", "labels", "envelopes")

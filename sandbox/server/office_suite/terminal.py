@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Callable
 
 from sandbox.server.office_suite.common import NAMES, Generated, sample_words, text_file
-from sandbox.server.runtimes.desktop import WORDS
+from sandbox.server.words import WORDS
 
 
 def _terminal(

@@ -17,29 +17,7 @@ from typing import Any, TypedDict
 
 from sandbox.server.display import Display
 from sandbox.server.runtimes.base import Runtime, TaskError, kill_groups
-
-WORDS = (
-    "apple",
-    "river",
-    "stone",
-    "cloud",
-    "maple",
-    "ember",
-    "delta",
-    "lunar",
-    "cedar",
-    "orbit",
-    "pixel",
-    "amber",
-    "coral",
-    "frost",
-    "harbor",
-    "island",
-    "jungle",
-    "lemon",
-    "meadow",
-    "nectar",
-)
+from sandbox.server.words import WORDS
 
 EDITOR = "l3afpad"
 TERMINAL = "xterm"
