@@ -130,3 +130,86 @@ def test_each_metric_passes_its_case_and_fails_the_other(tmp_path):
     results = json.loads(out.stdout)
     assert {name: scores for name, scores in results.items() if scores != [1.0, 0.0]} == {}
     assert len(results) == 17
+
+
+# -- evaluate(): which failures score 0 and which are the evaluation's error, as in OSWorld's evaluate ----
+
+
+class _Display:
+    width, height = 1920, 1080
+
+    def env(self) -> dict[str, str]:
+        return {}
+
+
+def _env(tmp_path: Path):
+    from sandbox.server.osworld.env import TaskEnv
+
+    return TaskEnv(display=_Display(), home=tmp_path, assets=lambda url: tmp_path / url)  # type: ignore[arg-type]
+
+
+def _missing(env, spec):
+    raise FileNotFoundError(spec["path"])
+
+
+@pytest.fixture
+def fake_evaluation(monkeypatch: pytest.MonkeyPatch):
+    """Getters `file` (its spec's path) and `missing` (FileNotFoundError); metrics `same` (1 when result
+    equals expected) and `gone` (FileNotFoundError). Returns the metrics called."""
+    from sandbox.server.osworld import evaluate as ev
+
+    calls: list[str] = []
+
+    def same(result, expected=None, **opts):
+        calls.append("same")
+        return float(result == expected)
+
+    def gone(result, expected=None, **opts):
+        calls.append("gone")
+        raise FileNotFoundError("a file the metric opens")
+
+    monkeypatch.setitem(ev.GETTERS, "file", lambda env, spec: spec["path"])
+    monkeypatch.setitem(ev.GETTERS, "missing", _missing)
+    monkeypatch.setattr(ev, "metric", {"same": same, "gone": gone}.__getitem__)
+    return calls
+
+
+def _task(funcs, results, expecteds, conj="and"):
+    return {"evaluator": {"func": funcs, "result": results, "expected": expecteds, "conj": conj}}
+
+
+def test_a_missing_result_file_scores_that_metric_0(tmp_path, fake_evaluation):
+    from sandbox.server.osworld.evaluate import evaluate
+
+    ok, gone = {"type": "file", "path": "a"}, {"type": "missing", "path": "x"}
+    assert evaluate(_env(tmp_path), _task("same", gone, ok))["score"] == 0.0
+    assert evaluate(_env(tmp_path), _task(["same", "same"], [gone, ok], [ok, ok]))["score"] == 0.0
+    assert fake_evaluation == []  # under "and" the first 0 ends the evaluation
+    # Under "or" OSWorld's loop reads an unbound (or the previous metric's) result and raises or scores
+    # stale state; the boxes score that metric 0 and go on.
+    out = evaluate(_env(tmp_path), _task(["same", "same"], [gone, ok], [ok, ok], conj="or"))
+    assert out == {"score": 1.0, "metrics": [{"func": "same", "score": 0.0}, {"func": "same", "score": 1.0}]}
+
+
+def test_a_missing_gold_or_a_metric_failing_is_the_evaluations_error(tmp_path, fake_evaluation):
+    """OSWorld catches FileNotFoundError from the result getter only: the expected getter's or the
+    metric's propagates out of evaluate()."""
+    from sandbox.server.osworld.evaluate import evaluate
+
+    ok, gone = {"type": "file", "path": "a"}, {"type": "missing", "path": "gold"}
+    with pytest.raises(FileNotFoundError, match="gold"):
+        evaluate(_env(tmp_path), _task("same", ok, gone))
+    with pytest.raises(FileNotFoundError, match="a file the metric opens"):
+        evaluate(_env(tmp_path), _task("gone", ok, ok))
+
+
+def test_a_command_getter_naming_a_missing_program_gives_none(tmp_path):
+    """OSWorld's server answers 500 for a command it cannot start, and its getter returns None (the metric
+    then scores it); a program that fails is its output."""
+    from sandbox.server.osworld.getters import vm_command_error, vm_command_line
+
+    env = _env(tmp_path)
+    assert vm_command_line(env, {"command": ["no-such-program-here", "x"]}) is None
+    assert vm_command_error(env, {"command": "no-such-program-here x"}) is None
+    assert vm_command_line(env, {"command": "no-such-program-here x", "shell": True}) == ""
+    assert vm_command_line(env, {"command": ["echo", "hi"]}) == "hi\n"

@@ -1,6 +1,9 @@
 """Scoring a task as OSWorld's DesktopEnv.evaluate does: `postconfig` steps, then each metric on its getters'
 values, combined under `conj` ("and": any 0 is 0, else the mean; "or": any 1 is 1, else the maximum).
-A getter's FileNotFoundError scores that metric 0."""
+A result getter's FileNotFoundError scores that metric 0; the expected getter's or the metric's is the
+evaluation's error, as in OSWorld. Deliberate difference: under "or", OSWorld's loop then reads an unbound
+(or the previous metric's) result and raises or scores stale state; here that metric scores 0 and the
+others are scored."""
 
 from __future__ import annotations
 
@@ -57,13 +60,14 @@ def evaluate(env: TaskEnv, task: dict[str, Any], gave_up: bool = False) -> dict[
     for func, res_spec, exp_spec, opts in zip(funcs, results, expecteds, options, strict=False):
         try:
             result = GETTERS[res_spec["type"]](env, res_spec)
+        except FileNotFoundError:
+            score = 0.0
+        else:
             if exp_spec:
                 expected = GETTERS[exp_spec["type"]](env, exp_spec)
                 score = float(metric(func)(result, expected, **opts))
             else:
                 score = float(metric(func)(result, **opts))
-        except FileNotFoundError:
-            score = 0.0
         scores.append({"func": func, "score": score})
         if conj == "and" and score == 0.0:
             break

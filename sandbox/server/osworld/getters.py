@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.server.osworld.env import MissingAsset, TaskEnv
+from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
 from sandbox.server.osworld.steps import execute
 
 
@@ -56,15 +56,27 @@ def rule(env: TaskEnv, spec: dict[str, Any]) -> Any:
     return spec["rules"]
 
 
-def vm_command_line(env: TaskEnv, spec: dict[str, Any]) -> str:
-    return execute(env, spec["command"], shell=spec.get("shell", False))["output"]
+def _command(env: TaskEnv, spec: dict[str, Any], stream: str) -> str | None:
+    """The command's output or error stream; None when its program is not there (OSWorld's server answers
+    500 for a command it cannot start, and its getter returns None)."""
+    try:
+        return execute(env, spec["command"], shell=spec.get("shell", False))[stream]
+    except TaskSetupError:
+        return None
 
 
-def vm_command_error(env: TaskEnv, spec: dict[str, Any]) -> str:
-    return execute(env, spec["command"], shell=spec.get("shell", False))["error"]
+def vm_command_line(env: TaskEnv, spec: dict[str, Any]) -> str | None:
+    return _command(env, spec, "output")
+
+
+def vm_command_error(env: TaskEnv, spec: dict[str, Any]) -> str | None:
+    return _command(env, spec, "error")
 
 
 def list_directory(env: TaskEnv, spec: dict[str, Any]) -> dict[str, Any]:
+    """The folder's tree. Deliberate difference: children by name, where OSWorld's VM lists them in the
+    order its file system returns them (not reproducible here)."""
+
     def tree(path: str) -> dict[str, Any]:
         node: dict[str, Any] = {"name": os.path.basename(path), "type": "directory", "children": []}
         for entry in sorted(os.scandir(path), key=lambda e: e.name):

@@ -3,6 +3,11 @@
 Each is `fn(env, **parameters)`; a failure raises TaskSetupError (OSWorld aborts the task). Not here (and so
 refused at load time, support.py): Chrome's DevTools steps, Google Drive and sign-in, the proxy, browser
 history and wallpaper steps.
+
+Deliberate differences from OSWorld's set-up: a `launch` or `execute` whose program is not in the box
+aborts the set-up (OSWorld's VM has the program; its controller only logs a failed launch, so the task
+would be played without its application); `sleep` waits at most 60 s, an `until` loop 120 s (OSWorld's
+loops until its condition holds) and `open` 60 s for the window (OSWorld: 1800 s).
 """
 
 from __future__ import annotations

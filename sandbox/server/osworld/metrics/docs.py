@@ -1,10 +1,9 @@
 """Documents: OSWorld's `compare_docx_files` and `compare_docx_tables`, read with python-docx from the saved
-.docx file. Fuzzy scores use difflib's ratio (OSWorld's rapidfuzz ratio is the same 2*matches/length
-measure on these strings up to its alignment choice)."""
+.docx file. Fuzzy scores are OSWorld's: rapidfuzz's `fuzz.ratio` / 100, the Indel similarity
+2 * LCS / (len(a) + len(b)) (difflib's greedy matching finds fewer matches and scores lower)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
@@ -21,7 +20,9 @@ def _paragraphs(path: str | None) -> list[str] | None:
 
 
 def _ratio(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
+    from rapidfuzz import fuzz
+
+    return fuzz.ratio(a, b) / 100.0
 
 
 def compare_docx_files(
