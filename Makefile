@@ -42,8 +42,8 @@ view: setup  ## trajectory viewer over a run's or an evaluation's outputs (RUN=o
 plots: setup  ## a run's training plots as SVG files and plots.html under RUN/plots (RUN=outputs/<experiment>)
 	@$(PY) -m cua_agent.viewer.plots $(RUN)
 
-reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml)
-	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,) $(if $(CONFIG),--config $(CONFIG),)
+reap:  ## remove sandboxes left behind by dead runs (all of them with ALL=1; every sandbox.docker_hosts endpoint of CONFIG=x.yaml; every sandbox machine of the Ray cluster RAY=HEAD:6379, or of CONFIG's with sandbox.backend ray)
+	@$(PY) scripts/reap_sandboxes.py $(if $(ALL),--all,) $(if $(CONFIG),--config $(CONFIG),) $(if $(RAY),--ray $(RAY),)
 
 smoke-sandbox: setup  ## the scripted oracle on every task through the docker (podman) backend
 	@$(PY) scripts/smoke_sandbox.py --backend docker

@@ -3,7 +3,8 @@ rollout thread), a preflight that names an unreachable backend before anything s
 resort that removes this process's boxes when an orderly shutdown did not finish.
 
 Repository boxes (terminal agent) are started per episode from the task's own image (in about 0.2 s, so
-none is kept warm) on the run's first Docker endpoint, at most `sandbox.max_concurrency` at once beside
+none is kept warm) on the run's first Docker endpoint (`sandbox.backend: ray`: on a machine of the Ray
+cluster with a free slot, driven through an actor there), at most `sandbox.max_concurrency` at once beside
 the pool's desktops; each episode's tests run in one more, fresh box (scoring boxes: as many again at
 most, and never waiting on an episode's slot, which the episode holds while it is scored)."""
 
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from sandbox.backends import make_backend
+from sandbox.backends.ray_hosts import repo_box_on_ray
 from sandbox.backends.routed import RoutedBackend
 from sandbox.base import Backend, SandboxSpec, made_by_this_process
 from sandbox.errors import SandboxError
@@ -85,13 +87,22 @@ class RolloutSandboxes:
     async def _box(self, kind: str, spec: RepoSpec) -> AsyncIterator[RepoBox]:
         if kind not in self._slots:  # made in the event loop that runs the episodes
             self._slots[kind] = asyncio.Semaphore(self.config.max_concurrency)
-        async with self._slots[kind], repo_box(self._docker(), spec) as box:
+        async with self._slots[kind], self._started(spec) as box:
             yield box
 
-    def _docker(self) -> Any:
+    def _started(self, spec: RepoSpec) -> contextlib.AbstractAsyncContextManager[Any]:
+        # on Ray, a box's control folder is on the box's machine: an actor there drives it
+        if self.config.backend == "ray":
+            return repo_box_on_ray(self._repo("ray"), spec, self.config.acquire_timeout_s)
+        return repo_box(self._repo("docker"), spec)
+
+    def _repo(self, name: str) -> Any:
+        """The repository boxes' backend (a run id of its own): a RayBackend, else the first Docker endpoint."""
         if self._repo_backend is None:
-            hosts = self.config.docker_hosts
-            self._repo_backend = make_backend("docker", docker_hosts=hosts[:1])  # a run id of its own
+            if name == "ray":
+                self._repo_backend = make_backend("ray", address=self.config.ray_address or None)
+            else:
+                self._repo_backend = make_backend("docker", docker_hosts=self.config.docker_hosts[:1])
         return self._repo_backend
 
     def preflight(self) -> None:

@@ -51,7 +51,7 @@ from areal.infra.utils.launcher import JobException, JobState, get_scheduling_sp
 from areal.utils import logging
 
 from cua_agent.train.stopping import LAUNCHER_MARGIN_S
-from sandbox.backends.ray_hosts import SLOT
+from sandbox.backends.ray_hosts import slot_shortage
 
 GIB = 1024**3
 log = logging.getLogger("LaunchRay")
@@ -149,16 +149,15 @@ def check_capacity(config: Any, nodes: list[dict[str, Any]]) -> None:
             "on CPU-only nodes declare trainer slots with `ray start --num-gpus N`"
         )
     sandbox = config.get("sandbox", {}) if hasattr(config, "get") else {}
-    if sandbox.get("backend") == "ray":  # every trainer runs up to max_concurrency boxes at once
-        boxes = config.cluster.n_nodes * per_node * int(sandbox.get("max_concurrency", 1))
-        slots = sum(n.get("Resources", {}).get(SLOT, 0) for n in nodes if n.get("Alive"))
-        if slots < boxes:
-            raise RayLaunchError(
-                f"sandbox.max_concurrency: {config.cluster.n_nodes * per_node} trainer processes x "
-                f"{sandbox.get('max_concurrency', 1)} boxes need {boxes} {SLOT}, and the Ray cluster's live "
-                f"nodes offer {slots:g}: let more sandbox machines join (`ray start --address ... --resources "
-                f"'{{\"{SLOT}\": N}}'`) or lower sandbox.max_concurrency"
-            )
+    if sandbox.get("backend") == "ray":  # every box a trainer runs at once holds a slot
+        from cua_agent.config import SandboxConfig
+        from cua_agent.rollout.task_rows import training_rows
+
+        trainers = config.cluster.n_nodes * per_node
+        boxes = int(sandbox.get("max_concurrency", SandboxConfig.max_concurrency))  # the trainers' default
+        why = slot_shortage(nodes, trainers, boxes, training_rows(config.tasks))
+        if why:
+            raise RayLaunchError(why)
 
 
 def prepare_paths(config: Any) -> None:

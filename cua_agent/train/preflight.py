@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ PNG_BYTES = 300_000  # per screenshot; MiniWoB 1280x800 screens measure 30 kB (b
 ROW_BYTES_PER_TOKEN = 29  # a row's tensors (rollout/rows.py): ids 8, attention 1, loss 4, logprobs 4,
 #                           versions 4, mm_token_type_ids 8
 RUNTIME_OVERHEAD = 3 * GiB  # CUDA context, NCCL buffers, allocator slack
+RAY_PROBE_TIMEOUT_S = 3.0  # whether a Ray address answers at all
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -381,8 +384,11 @@ def check(
     gpu_bytes: float | None,
     host_bytes: float | None,
     disk_bytes: float | None,
+    ray_nodes: list[dict[str, Any]] | None = None,
+    ray_unchecked: str = "no Ray cluster was asked",
 ) -> tuple[list[Budget], list[str], list[str]]:
-    """(budgets, problems that refuse the config, notes). Each problem starts with its field."""
+    """(budgets, problems that refuse the config, notes). Each problem starts with its field. `ray_nodes`:
+    the Ray cluster's `ray.nodes()` for `sandbox.backend: ray`, or None and why (`ray_unchecked`)."""
     w = workload(config, rows)
     m = shape or model_shape(config.actor.path, w.screen)
     train, load = gpu_budget(config, m, w)
@@ -442,6 +448,10 @@ def check(
             )
             + " GBOX_API_KEY (in the environment or .env; env.example lists it)"
         )
+    if config.sandbox.backend == "ray":
+        problem, note = sandbox_slots(config, rows, ray_nodes, ray_unchecked)
+        problems += [problem] if problem else []
+        notes += [note] if note else []
     boxes_needed = math.ceil(config.rollout.max_concurrent_rollouts / w.dp) * config.agent.group_size
     if config.sandbox.max_concurrency < boxes_needed:
         notes.append(
@@ -454,6 +464,50 @@ def check(
             f"agent.max_turns={config.agent.max_turns} has no effect beyond {w.turns}: the task rows cap turns"
         )
     return [train, load, host, disk], problems, notes
+
+
+def sandbox_slots(
+    config: CUAGRPOConfig, rows: list[dict[str, Any]], nodes: list[dict[str, Any]] | None, unchecked: str
+) -> tuple[str | None, str | None]:
+    """(problem, note) of `sandbox.backend: ray`: the slots of the cluster's live machines against the boxes
+    the run holds at once, by the launcher's rule (sandbox/backends/ray_hosts.py)."""
+    from areal.api.alloc_mode import ModelAllocation
+
+    from sandbox.backends.ray_hosts import SLOT, boxes_at_once, slot_shortage
+
+    if nodes is None:
+        return None, f"sandbox.backend=ray: the Ray cluster's {SLOT} were not checked: {unchecked}"
+    trainers = ModelAllocation.from_str(config.actor.backend, name="actor").parallel.world_size
+    problem = slot_shortage(nodes, trainers, config.sandbox.max_concurrency, rows)
+    if problem:
+        return problem, None
+    slots = sum(n["Resources"].get(SLOT, 0) for n in nodes if n.get("Alive"))
+    need = trainers * boxes_at_once(config.sandbox.max_concurrency, rows)[0]
+    return (
+        None,
+        f"sandbox.backend=ray: the Ray cluster's live nodes offer {slots:g} {SLOT}; the run holds {need} at most",
+    )
+
+
+def ray_cluster_nodes(address: str) -> tuple[list[dict[str, Any]] | None, str]:
+    """`ray.nodes()` of the cluster at `address` ("auto": the one this machine is in), or None and why not.
+    An address that does not answer is told in seconds (ray.init would retry for minutes)."""
+    if address != "auto":
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=RAY_PROBE_TIMEOUT_S).close()
+        except (OSError, ValueError) as exc:
+            return None, f"nothing answers at {address} ({exc})"
+    import ray
+
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError) as exc:  # "auto" with no cluster on this machine: ConnectionError
+        return None, f"no Ray cluster at {address} ({str(exc).splitlines()[0][:200]})"
+    try:
+        return ray.nodes(), ""
+    finally:
+        ray.shutdown()
 
 
 def gbox_key_set() -> bool:
@@ -474,9 +528,19 @@ def main(config: CUAGRPOConfig, argv: list[str]) -> int:
     gpu = args.gpu_memory_gib * GiB if args.gpu_memory_gib else gpu_memory()
     host = args.host_memory_gib * GiB if args.host_memory_gib else host_memory()
     rows = training_rows(config.tasks)
+    nodes, unchecked = None, ""
+    if config.sandbox.backend == "ray":
+        address = config.sandbox.ray_address or os.environ.get("RAY_ADDRESS") or "auto"
+        nodes, unchecked = ray_cluster_nodes(address)
     try:
         budgets, problems, notes = check(
-            config, rows, gpu_bytes=gpu, host_bytes=host, disk_bytes=free_disk(config.cluster.fileroot)
+            config,
+            rows,
+            gpu_bytes=gpu,
+            host_bytes=host,
+            disk_bytes=free_disk(config.cluster.fileroot),
+            ray_nodes=nodes,
+            ray_unchecked=unchecked,
         )
     except ModelNotFoundError as exc:
         print(f"actor.path: {exc} (the check needs only its config.json and preprocessor_config.json)")

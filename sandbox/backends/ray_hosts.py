@@ -13,6 +13,15 @@ unix-socket control channel, answers signed with a key that stays on that machin
 trainer's requests. The actor escapes the trainer's placement group (AReaL's Ray launcher makes trainers
 capture their children's placement), needs no CPU of Ray's, and is never restarted.
 
+Repository boxes (the terminal agent's, sandbox/repo/box.py) are driven through a folder of their
+machine, so each has an actor too (`RepoKeeper`, one slot) that starts it with that machine's docker
+backend and runs its requests there; the trainer holds a `RayRepoBox` with the surface episodes and
+scoring use. Whether it is a scoring box (R2E-Gym's hidden tests kept) is read from the trainer's context
+and passed on. An episode keeps its box while its tests run in a second one, so a repository run holds
+twice `sandbox.max_concurrency` slots per trainer process (`slot_shortage`, the launcher's and
+`train_areal.py --check`'s rule), and a repository box that finds no free slot within
+`sandbox.acquire_timeout_s` fails to start rather than waiting on slots its own episodes hold.
+
 Failures keep their meaning across the hop: the sandbox errors raised in the actor reach the trainer as
 the same types; an actor that is gone (its machine lost, or killed) is SandboxDied with no state, an
 infrastructure failure. Leaks: a box's owner labels are its actor's process. When the actor dies (with
@@ -27,10 +36,16 @@ import asyncio
 import contextlib
 import socket
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from sandbox.aio import finish
 from sandbox.base import Backend, BoxState, Sandbox, SandboxSpec, owner_labels
-from sandbox.errors import SandboxDied, SandboxError, SandboxStartError
+from sandbox.errors import SandboxDied, SandboxError, SandboxStartError, SandboxTimeout
+from sandbox.repo.box import MAX_OUTPUT, CommandResult, RepoBox, RepoSpec, in_scoring_boxes
+
+if TYPE_CHECKING:
+    from sandbox.backends.docker import DockerBackend
 
 SLOT = "sandbox_slots"  # the custom resource a sandbox machine offers, one unit per box
 NAMESPACE = "cua-sandboxes"  # the reapers' names live here, whatever job started them
@@ -38,6 +53,37 @@ REAP_EVERY_S = 2.0
 REAPER_IDLE_S = 60.0
 CALL_TIMEOUT_S = 600.0  # a relayed request: the box's own client cuts it much earlier
 STOP_TIMEOUT_S = 60.0
+
+
+def boxes_at_once(max_concurrency: int, rows: Iterable[Mapping[str, Any]]) -> tuple[int, str]:
+    """The most boxes one trainer process holds at once, and how that is counted: up to
+    `sandbox.max_concurrency` desktops for rows of the GUI agent; for repository rows (the terminal
+    agent's) as many episodes' boxes and as many scoring boxes, since an episode keeps its box while its
+    tests run in another (cua_agent/rollout/sandboxes.py)."""
+    agents = {r.get("agent", "gui") for r in rows} or {"gui"}
+    parts = []
+    if agents - {"terminal"}:
+        parts.append((max_concurrency, "desktops"))
+    if "terminal" in agents:
+        parts.append((2 * max_concurrency, "repository boxes and their scoring boxes"))
+    return sum(n for n, _ in parts), " + ".join(f"{n} {what}" for n, what in parts)
+
+
+def slot_shortage(
+    nodes: list[dict[str, Any]], trainers: int, max_concurrency: int, rows: Iterable[Mapping[str, Any]]
+) -> str | None:
+    """Why the live machines of `nodes` (`ray.nodes()`) cannot hold every box `trainers` processes run at
+    once, naming the field; None when they can. The launcher and `train_areal.py --check` both ask this."""
+    per, how = boxes_at_once(max_concurrency, rows)
+    need = trainers * per
+    slots = sum(n.get("Resources", {}).get(SLOT, 0) for n in nodes if n.get("Alive"))
+    if slots >= need:
+        return None
+    return (
+        f"sandbox.max_concurrency: {trainers} trainer processes x {per} boxes need {need} {SLOT} (each "
+        f"process: {how}), and the Ray cluster's live nodes offer {slots:g}: let more sandbox machines join "
+        f"(`ray start --address ... --resources '{{\"{SLOT}\": N}}'`) or lower sandbox.max_concurrency"
+    )
 
 
 def _ray():
@@ -72,6 +118,50 @@ class BoxKeeper:
         sb, self.sb = self.sb, None
         if sb is not None:
             await self.backend.stop(sb)
+
+
+class RepoKeeper:
+    """One repository box (sandbox/repo/box.py) on the machine this actor runs on (a Ray actor): the box's
+    control is a folder of this machine, so its requests are served here."""
+
+    def __init__(self, run_id: str) -> None:
+        from sandbox.backends.docker import DockerBackend
+
+        self.backend = DockerBackend(run_id=run_id)
+        self.box: RepoBox | None = None
+        HostReaper.ensure_on_this_node()
+
+    async def start(self, spec: RepoSpec, for_scoring: bool) -> dict[str, Any]:
+        self.box = await asyncio.to_thread(_start_repo_box, self.backend, spec, for_scoring)
+        b = self.box
+        return {
+            "id": b.id,
+            "start_tree": b.start_tree,
+            "start_note": b.start_note,
+            "for_scoring": b.for_scoring,
+            "host": socket.gethostname(),
+        }
+
+    async def call(self, method: str, args: tuple[Any, ...]) -> Any:
+        if self.box is None:
+            raise SandboxDied("the box was stopped")
+        return await getattr(self.box, method)(*args)
+
+    def state(self) -> BoxState | None:
+        return None if self.box is None else self.backend.state(self.box.id)
+
+    async def stop(self) -> None:
+        box, self.box = self.box, None
+        if box is not None:
+            await box.close()
+
+
+def _start_repo_box(backend: DockerBackend, spec: RepoSpec, for_scoring: bool) -> RepoBox:
+    from sandbox.repo.box import scoring_boxes, start_repo_box
+
+    # the trainer's context says whether it is a scoring box: this process's does not
+    with scoring_boxes() if for_scoring else contextlib.nullcontext():
+        return start_repo_box(backend, spec)
 
 
 class HostReaper:
@@ -118,6 +208,21 @@ class HostReaper:
         _ray().actor.exit_actor()
 
 
+async def _relay(
+    actor: Any, where: str, method: str, args: tuple[Any, ...], timeout_s: float = CALL_TIMEOUT_S
+) -> Any:
+    """`method` of the box an actor keeps; the box's own errors arrive with their types (Ray raises them
+    as subclasses of theirs), an actor that is gone is SandboxDied, one that does not answer within
+    `timeout_s` SandboxTimeout."""
+    ray = _ray()
+    try:
+        return await asyncio.wait_for(actor.call.remote(method, args), timeout_s)
+    except ray.exceptions.RayActorError as exc:  # its machine or its actor is gone
+        raise SandboxDied(f"{where}: its actor is gone ({type(exc).__name__})") from None
+    except TimeoutError:
+        raise SandboxTimeout(f"{where}: no answer from its actor in {timeout_s:.0f} s") from None
+
+
 class RayBoxClient:
     """A box's control client through its actor (sandbox.client.ControlClient)."""
 
@@ -126,11 +231,7 @@ class RayBoxClient:
         self.where = f"{box_id} on {host} (ray)"
 
     async def _call(self, method: str, *args: Any) -> Any:
-        ray = _ray()
-        try:
-            return await asyncio.wait_for(self.actor.call.remote(method, args), CALL_TIMEOUT_S)
-        except ray.exceptions.RayActorError as exc:  # its machine or its actor is gone
-            raise SandboxDied(f"{self.where}: its actor is gone ({type(exc).__name__})") from None
+        return await _relay(self.actor, self.where, method, args)
 
     async def health(self, timeout: float = 5.0) -> dict[str, Any]:
         return await self._call("health", timeout)
@@ -161,6 +262,39 @@ class RayBoxClient:
         return None  # the actor's own client closes with the box
 
 
+class RayRepoBox:
+    """A repository box through its actor, with what episodes and scoring use of a RepoBox (its spec, the
+    starting tree its machine recorded, run / read_file / write_file / apply_patch, close); `backend` is
+    the RayBackend, so `broken_from_inside(box.backend, box.id, ...)` asks the box's machine."""
+
+    def __init__(self, backend: RayBackend, actor: Any, spec: RepoSpec, started: dict[str, Any]) -> None:
+        self.backend, self.actor, self.spec = backend, actor, spec
+        self.id: str = started["id"]
+        self.start_tree: str | None = started["start_tree"]
+        self.start_note: str = started["start_note"]
+        self.for_scoring: bool = started["for_scoring"]
+        self.host: str = started["host"]
+        self.where = f"{self.id} on {self.host} (ray)"
+
+    async def run(self, command: str, timeout_s: float = 30.0, max_bytes: int = MAX_OUTPUT) -> CommandResult:
+        # the box cuts the command at timeout_s and answers soon after: the relay waits longer
+        return await _relay(
+            self.actor, self.where, "run", (command, timeout_s, max_bytes), timeout_s + CALL_TIMEOUT_S
+        )
+
+    async def read_file(self, path: str, max_bytes: int = MAX_OUTPUT) -> CommandResult:
+        return await _relay(self.actor, self.where, "read_file", (path, max_bytes))
+
+    async def write_file(self, path: str, content: str) -> CommandResult:
+        return await _relay(self.actor, self.where, "write_file", (path, content))
+
+    async def apply_patch(self, diff: str | bytes, exclude: tuple[str, ...] = ()) -> CommandResult:
+        return await _relay(self.actor, self.where, "apply_patch", (diff, exclude))
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.backend.remove_sync, self.id)
+
+
 class RayBackend(Backend):
     name = "ray"
 
@@ -185,7 +319,8 @@ class RayBackend(Backend):
             if n["Alive"] and n["Resources"].get(SLOT)
         }
 
-    async def start(self, spec: SandboxSpec) -> Sandbox:
+    def _keeper(self, keeper: type) -> Any:
+        """An actor of class `keeper` that holds one slot, wherever Ray finds one."""
         ray = _ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -194,8 +329,8 @@ class RayBackend(Backend):
                 f"sandbox.backend=ray: no machine of the Ray cluster offers {SLOT} "
                 f"(ray start ... --resources '{{\"{SLOT}\": N}}' on each sandbox machine)"
             )
-        actor = (
-            ray.remote(BoxKeeper)
+        return (
+            ray.remote(keeper)
             .options(
                 resources={SLOT: 1},
                 num_cpus=0,
@@ -205,17 +340,47 @@ class RayBackend(Backend):
             )
             .remote(self.run_id)
         )
+
+    async def _started(self, actor: Any, started: Any) -> Any:
+        """What the actor's start answered; the actor killed when the start failed or was cancelled."""
+        ray = _ray()
         try:
-            box_id, host = await actor.start.remote(spec)
+            return await started
         except BaseException as exc:
             ray.kill(actor)
             if isinstance(exc, ray.exceptions.RayActorError):
                 raise SandboxStartError(f"a box's actor died while it started the box ({exc})") from None
             raise
+
+    async def start(self, spec: SandboxSpec) -> Sandbox:
+        actor = self._keeper(BoxKeeper)
+        box_id, host = await self._started(actor, actor.start.remote(spec))
         self._actors[box_id] = actor
         sb = Sandbox(id=box_id, backend=self, client=RayBoxClient(actor, box_id, host), spec=spec)
         sb.meta["host"] = host
         return sb
+
+    async def start_repo(
+        self, spec: RepoSpec, for_scoring: bool, slot_timeout_s: float | None = None
+    ) -> RayRepoBox:
+        """A repository box on a machine with a free slot; SandboxStartError when none came free within
+        `slot_timeout_s` (an episode holds its box while it waits for its scoring box's slot: with every
+        slot held that way, waiting on would never end)."""
+        actor = self._keeper(RepoKeeper)
+
+        async def start() -> dict[str, Any]:
+            try:
+                await asyncio.wait_for(actor.__ray_ready__.remote(), slot_timeout_s)
+            except TimeoutError:
+                raise SandboxStartError(
+                    f"sandbox.acquire_timeout_s: no {SLOT} of the Ray cluster came free in {slot_timeout_s:.0f} s "
+                    "for a repository box"
+                ) from None
+            return await actor.start.remote(spec, for_scoring)
+
+        started = await self._started(actor, start())
+        self._actors[started["id"]] = actor
+        return RayRepoBox(self, actor, spec, started)
 
     async def stop(self, sb: Sandbox) -> None:
         await asyncio.to_thread(self.remove_sync, sb.id)
@@ -256,3 +421,19 @@ class RayBackend(Backend):
         for box_id in ids:
             self.remove_sync(box_id)
         return ids
+
+    def close(self) -> None:
+        self.reap(all_boxes=True)
+
+
+@contextlib.asynccontextmanager
+async def repo_box_on_ray(
+    backend: RayBackend, spec: RepoSpec, slot_timeout_s: float | None = None
+) -> AsyncIterator[RayRepoBox]:
+    """sandbox.repo.box.repo_box on a machine of the Ray cluster: a scoring box inside `scoring_boxes()`,
+    removed after whatever happens."""
+    box = await backend.start_repo(spec, in_scoring_boxes(), slot_timeout_s)
+    try:
+        yield box
+    finally:
+        await finish(box.close())

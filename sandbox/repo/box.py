@@ -119,6 +119,11 @@ def scoring_boxes() -> Iterator[None]:
         _SCORING_BOX.reset(token)
 
 
+def in_scoring_boxes() -> bool:
+    """Whether a box started here is a scoring box (another machine's start is told so: Ray backend)."""
+    return _SCORING_BOX.get()
+
+
 def parse_tree(output: str) -> tuple[str | None, str]:
     """TREE_SCRIPT's answer: (tree id, "") or (None, why not)."""
     lines = output.strip().splitlines()
@@ -347,7 +352,7 @@ def start_repo_box(backend: DockerBackend, spec: RepoSpec, start_timeout_s: floa
     folder = backend.run_dir / name
     (folder / "in").mkdir(parents=True)  # the host's alone: read-only in the box
     (folder / "out").mkdir()
-    for_scoring = _SCORING_BOX.get()
+    for_scoring = in_scoring_boxes()
     start = TREE_SCRIPT.format(tmp=OUTPUT_TMPFS_IN_BOX, seed=HEAD_SEED)
     if spec.r2e_layout:
         start = R2E_PREPARE + start

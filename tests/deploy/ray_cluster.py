@@ -48,7 +48,14 @@ class LocalRayCluster:
 
     def env(self) -> dict[str, str]:
         """What `ray start` passes on to the workers of its node."""
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+        # RAY_AUTH_MODE: set, since a token in ~/.ray/auth_token (left by any `ray.init()` that started a
+        # cluster of its own) turns token auth on for the head alone, and the other nodes cannot join
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_AUTH_MODE": "disabled",
+        }
         for key in ("RAY_ADDRESS", "WANDB_API_KEY"):
             env.pop(key, None)
         return env

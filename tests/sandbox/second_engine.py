@@ -17,8 +17,10 @@ import pytest
 from sandbox.base import SandboxSpec, cua_home
 
 SPEC = SandboxSpec()
+REPO_IMAGE = "localhost/cua-repo-samples:latest"  # the sample repository tasks' (sandbox/repo/samples)
+IMAGES = (SPEC.image, REPO_IMAGE)  # what boxes on the second engine run
 # The second engine shares nothing with the primary one: its own containers, libpod database, runtime
-# state, image store (a copy of the sandbox image, made once and kept) and locks. Sharing was tried and
+# state, image store (copies of IMAGES, made once and kept) and locks. Sharing was tried and
 # hung both engines in CI (podman 4.3.1): reading the primary's images as an additional image store takes
 # the primary's storage locks from a second process, and both engines take container locks from the one
 # SHM segment /dev/shm/libpod_lock, so a stuck request in either wedged the other. Its storage persists,
@@ -62,23 +64,24 @@ def _engine2_podman(driver: str) -> tuple[list[str], dict[str, str]]:
     return cmd, {**os.environ, "CONTAINERS_CONF": str(conf)}
 
 
-def _image_id(cmd: list[str], env: dict[str, str] | None = None) -> str:
+def _image_id(image: str, cmd: list[str], env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
-        [*cmd, "image", "inspect", "--format", "{{.Id}}", SPEC.image], capture_output=True, text=True, env=env
+        [*cmd, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True, text=True, env=env
     )
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def _copy_sandbox_image(podman2: list[str], env: dict[str, str]) -> None:
-    """The primary's sandbox image into the second engine's store, when it is not there yet (~50 s)."""
-    wanted = _image_id(["podman"])
-    assert wanted, f"no {SPEC.image} on the primary engine; run `make setup`"
-    if _image_id(podman2, env) == wanted:
+def _copy_image(image: str, podman2: list[str], env: dict[str, str]) -> None:
+    """One of the primary's images into the second engine's store, when it is not there yet (the sandbox
+    image: ~50 s)."""
+    wanted = _image_id(image, ["podman"])
+    assert wanted, f"no {image} on the primary engine; run `make setup`"
+    if _image_id(image, podman2, env) == wanted:
         return
-    save = subprocess.Popen(["podman", "save", SPEC.image], stdout=subprocess.PIPE)
+    save = subprocess.Popen(["podman", "save", image], stdout=subprocess.PIPE)
     subprocess.run([*podman2, "load", "--quiet"], stdin=save.stdout, check=True, env=env, capture_output=True)
     assert save.wait() == 0
-    assert _image_id(podman2, env) == wanted
+    assert _image_id(image, podman2, env) == wanted
     subprocess.run([*podman2, "image", "prune", "--force"], env=env, capture_output=True)  # older copies
 
 
@@ -95,7 +98,8 @@ def second_engine(sandbox_setup: None) -> Iterator[str]:
         if not Path(f"/proc/{stale.stem.rpartition('-')[2]}").exists():  # left by a killed test run
             stale.unlink(missing_ok=True)
     podman2, env = _engine2_podman(driver)
-    _copy_sandbox_image(podman2, env)
+    for image in IMAGES:
+        _copy_image(image, podman2, env)
     sock = Path(f"/run/cua/engine2-{os.getpid()}.sock")
     url, log_path = f"unix://{sock}", ENGINE2_STATE / f"service-{os.getpid()}.log"
     with open(log_path, "wb") as log:

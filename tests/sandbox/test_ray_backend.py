@@ -9,6 +9,7 @@ owner dies is an infrastructure failure, and its machine's reaper removes it wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -19,7 +20,7 @@ import pytest
 from sandbox.backends.docker import DockerBackend, default_docker_host
 from sandbox.backends.ray_hosts import SLOT, RayBackend
 from sandbox.base import SandboxSpec, broken_from_inside
-from sandbox.errors import SandboxDied, SandboxRequestError
+from sandbox.errors import BoxBroken, SandboxDied, SandboxRequestError
 from tests.deploy.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.slow
@@ -168,3 +169,179 @@ async def test_a_killed_trainers_boxes_are_reaped_on_the_sandbox_machine(cluster
     os.kill(pid, signal.SIGKILL)  # the trainer is killed: Ray ends its actors, the reaper their boxes
     took = await until(lambda: on(engines, "ray-owner")["sandboxes"] == 0)
     assert took < 15
+
+
+def sample_task(task_id: str = "repo/calc-add"):
+    from sandbox.repo.tasks import SAMPLE_TASKS, load_repo_tasks
+
+    return next(t for t in load_repo_tasks(SAMPLE_TASKS) if t.task_id == task_id)
+
+
+def rollout_sandboxes():
+    from cua_agent.config import SandboxConfig
+    from cua_agent.rollout.sandboxes import RolloutSandboxes
+
+    return RolloutSandboxes(SandboxConfig(backend="ray", max_concurrency=1))
+
+
+async def test_a_repository_task_is_played_and_scored_on_the_sandbox_machine(cluster, engines):
+    """The terminal agent's boxes, its episode's and its scoring's, as the rollouts start them: on the
+    sandbox machine's engine, driven from the trainer; the rule agent's gold patch scores 1."""
+    from sandbox.repo.rule_agent import solve
+    from sandbox.repo.scoring import score
+
+    task = sample_task()
+    sandboxes = rollout_sandboxes()
+    seen: dict[str, object] = {}
+    try:
+        async with sandboxes.repo_box(task.spec) as box:
+            run_id = box.backend.run_id
+            steps = await solve(box, task)
+            seen["agent"] = on(engines, run_id)
+
+            @contextlib.asynccontextmanager
+            async def fresh():
+                async with sandboxes.scoring_box(task.spec) as scoring:
+                    seen["both"] = on(engines, run_id)
+                    # as the boxes' machine has them: the scorer's context reached it
+                    seen["for_scoring"] = (box.for_scoring, scoring.for_scoring)
+                    yield scoring
+
+            verdict = await score(box, task.tests, fresh)
+    finally:
+        await sandboxes.close()
+    assert [s["exit_code"] for s in steps] == [0] * len(steps), steps
+    assert verdict.reward == 1.0, verdict.reason
+    assert seen == {
+        "agent": {"trainer": 0, "sandboxes": 1},
+        "both": {"trainer": 0, "sandboxes": 2},
+        "for_scoring": (False, True),
+    }
+    assert on(engines, run_id) == {"trainer": 0, "sandboxes": 0}
+
+
+async def test_a_repository_boxs_failures_keep_their_meaning_across_the_relay(cluster, engines, monkeypatch):
+    from sandbox.backends import ray_hosts
+
+    spec = sample_task().spec
+    sandboxes = rollout_sandboxes()
+    monkeypatch.setattr(ray_hosts, "CALL_TIMEOUT_S", 1.0)  # a relay waits this much past a command's timeout
+    try:
+        async with sandboxes.repo_box(spec) as box:
+            assert (await box.run("sleep 2; echo done", 10)).output == "done\n"
+            with pytest.raises(SandboxDied) as broke:
+                await box.run("kill -9 -1", 5)  # every process of the box: its control loop too
+            assert isinstance(await broken_from_inside(box.backend, box.id, broke.value), BoxBroken)
+        async with sandboxes.repo_box(spec) as box:
+            run_id = box.backend.run_id
+            pid = await box.actor.__ray_call__.remote(lambda self: os.getpid())
+            os.kill(pid, signal.SIGKILL)  # as when its machine's Ray node goes
+            with pytest.raises(SandboxDied) as lost:
+                await box.run("echo hi")
+            assert await broken_from_inside(box.backend, box.id, lost.value) is None
+            took = await until(lambda: on(engines, run_id)["sandboxes"] == 0)
+    finally:
+        await sandboxes.close()
+    assert took < 15
+
+
+ORPHAN = """import sys
+from sandbox.backends.docker import DockerBackend
+from sandbox.repo.box import RepoSpec, start_repo_box
+print(start_repo_box(DockerBackend("ray-reap", sys.argv[1]), RepoSpec(sys.argv[2])).id)
+"""
+
+
+def test_reap_given_a_ray_cluster_removes_the_orphans_of_its_sandbox_machines(
+    cluster, engines, second_engine
+):
+    import subprocess
+    import sys
+
+    import ray
+
+    from sandbox.backends.ray_hosts import NAMESPACE
+    from sandbox.repo.box import RepoSpec, start_repo_box
+    from tests.sandbox.second_engine import REPO_IMAGE
+
+    for node in ray.nodes():  # the machines' own reapers would get there first: the orphan is the script's
+        with contextlib.suppress(ValueError):
+            ray.kill(ray.get_actor(f"reaper-{node['NodeID']}", namespace=NAMESPACE))
+    made = subprocess.run(  # a box whose owner process is gone, on the sandbox machine's engine
+        [sys.executable, "-c", ORPHAN, second_engine, REPO_IMAGE], cwd=REPO, capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    orphan = made.stdout.split()[-1]
+    live = start_repo_box(engines["sandboxes"], RepoSpec(REPO_IMAGE))  # this test's: its owner runs
+    try:
+        began = time.monotonic()
+        reap = subprocess.run(
+            [sys.executable, "scripts/reap_sandboxes.py", "--backend", "ray", "--ray", cluster.address],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        took = time.monotonic() - began
+        assert reap.returncode == 0, reap.stdout + reap.stderr
+        ids = {b["id"] for b in engines["sandboxes"].list_boxes()}
+    finally:
+        engines["sandboxes"].remove_sync(live.id)
+    machine, *lines = reap.stdout.strip().splitlines()[:-1]
+    assert machine.startswith("ray machine ") and machine.endswith(f"{SLOTS} {SLOT}):"), reap.stdout
+    assert any(orphan in line and "(gone) -> remove" in line for line in lines), reap.stdout
+    assert any(live.id in line and "(alive)" in line and "remove" not in line for line in lines), reap.stdout
+    assert orphan not in ids and live.id in ids
+    assert took < 60
+
+
+def test_the_check_compares_the_live_clusters_slots_with_what_the_config_runs_at_once(cluster, tmp_path):
+    import subprocess
+    import sys
+
+    from cua_agent.inference.local_server import MODELS
+
+    check = [
+        sys.executable,
+        "train_areal.py",
+        "--config",
+        "configs/local_cpu.yaml",
+        f"cluster.fileroot={tmp_path}",
+    ]
+    check += [
+        f"actor.path={MODELS['untied']}",
+        "sandbox.backend=ray",
+        f"sandbox.ray_address={cluster.address}",
+    ]
+    began = time.monotonic()
+    done = subprocess.run(  # one trainer process of 3 desktops: 3 slots, of the 2 the cluster has
+        [*check, f"sandbox.max_concurrency={SLOTS + 1}", "--check", "--gpu-memory-gib", "80"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    took = time.monotonic() - began
+    refused = f"  - sandbox.max_concurrency: 1 trainer processes x {SLOTS + 1} boxes need {SLOTS + 1} {SLOT}"
+    assert done.returncode == 1 and refused in done.stdout, done.stdout + done.stderr
+    assert f"live nodes offer {SLOTS}:" in done.stdout
+    assert took < 60
+
+
+async def test_a_repository_box_that_finds_no_free_slot_in_time_fails_to_start(cluster, engines):
+    """Episodes that hold every slot while they wait for their scoring boxes would wait for ever."""
+    from sandbox.backends.ray_hosts import repo_box_on_ray
+    from sandbox.errors import SandboxStartError
+
+    spec = sample_task().spec
+    backend = RayBackend(run_id="ray-repo-slots")
+    async with contextlib.AsyncExitStack() as held:
+        for _ in range(SLOTS):
+            await held.enter_async_context(repo_box_on_ray(backend, spec))
+        began = time.monotonic()
+        with pytest.raises(
+            SandboxStartError, match=r"^sandbox\.acquire_timeout_s: no sandbox_slots .* in 2 s"
+        ):
+            await held.enter_async_context(repo_box_on_ray(backend, spec, slot_timeout_s=2.0))
+        assert time.monotonic() - began < 10
+    assert on(engines, "ray-repo-slots") == {"trainer": 0, "sandboxes": 0}
