@@ -10,7 +10,7 @@ import secrets
 import socket
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,24 @@ def owner_alive(labels: dict[str, str]) -> bool:
         return False
     ticks = process_start_ticks(pid)
     return ticks is not None and str(ticks) == labels.get("cua.owner_start", str(ticks))
+
+
+READY_POLL_S = 0.05  # a starting box's ready file, on this host: cheap to look at
+ENGINE_POLL_S = 0.5  # whether it is still running, asked of the engine: 100 boxes starting at once on one
+# engine asked it 2000 times a second at the ready file's pace
+
+
+def start_polls() -> Iterator[bool]:
+    """Paces a wait for a starting box: yields every READY_POLL_S (after the first, at once), True when it is
+    time to ask the engine too (the first time and then every ENGINE_POLL_S)."""
+    next_ask = 0.0
+    while True:
+        now = time.monotonic()
+        ask = now >= next_ask
+        if ask:
+            next_ask = now + ENGINE_POLL_S
+        yield ask
+        time.sleep(READY_POLL_S)
 
 
 def new_token() -> str:

@@ -37,6 +37,7 @@ from sandbox.base import (
     cua_home,
     owner_labels,
     private_dirs,
+    start_polls,
 )
 from sandbox.errors import SandboxStartError
 from sandbox.server.protocol import IDLE_EXIT_CODE
@@ -372,24 +373,6 @@ class DockerBackend(Backend):
 
     def close(self) -> None:
         self.docker.close()
-
-
-READY_POLL_S = 0.05  # a starting box's ready file, on this host: cheap to look at
-ENGINE_POLL_S = 0.5  # whether it is still running, asked of the engine: 100 boxes starting at once on one
-# engine asked it 2000 times a second at the ready file's pace
-
-
-def start_polls() -> Iterator[bool]:
-    """Paces a wait for a starting box: yields every READY_POLL_S (after the first, at once), True when it is
-    time to ask the engine too (the first time and then every ENGINE_POLL_S)."""
-    next_ask = 0.0
-    while True:
-        now = time.monotonic()
-        ask = now >= next_ask
-        if ask:
-            next_ask = now + ENGINE_POLL_S
-        yield ask
-        time.sleep(READY_POLL_S)
 
 
 def ram_folders(paths: list[str], memory_mb: int) -> dict[str, str]:

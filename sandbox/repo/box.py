@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox.aio import finish
-from sandbox.backends.docker import start_polls
+from sandbox.base import start_polls
 from sandbox.errors import BoxBroken, SandboxDied, SandboxStartError, SandboxTimeout
 
 if TYPE_CHECKING:

@@ -636,7 +636,7 @@ def test_the_boxes_control_folders_sit_only_in_a_private_tree(tmp_path, how):
 def test_a_wait_for_a_starting_box_asks_the_engine_every_half_second_and_looks_at_its_file_every_50_ms():
     import time
 
-    from sandbox.backends.docker import ENGINE_POLL_S, READY_POLL_S, start_polls
+    from sandbox.base import ENGINE_POLL_S, READY_POLL_S, start_polls
 
     polls = start_polls()
     began = time.monotonic()

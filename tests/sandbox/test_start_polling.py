@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from sandbox.backends.docker import ENGINE_POLL_S
-from sandbox.base import SandboxSpec
+from sandbox.base import ENGINE_POLL_S, SandboxSpec
 
 pytestmark = pytest.mark.slow
 
