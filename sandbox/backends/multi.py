@@ -1,7 +1,11 @@
 """One backend over several endpoints (e.g. Docker/podman engines): the pool sees a single Backend.
 
-- placement: a new box goes to the least-loaded endpoint (boxes alive there + starts in flight), ties to
-  the first listed; the pool's `max_size` bounds the total
+- placement: a new box goes to the least-loaded endpoint; ties go to the first in this backend's own
+  rotation of the list (random per process, so ranks sharing the endpoints do not all pick the first one);
+  the pool's `max_size` bounds the total
+- load of an endpoint: the boxes of other processes its engine runs (label cua.sandbox=1, another run id;
+  listed at most once a second, in a worker thread, so a warm-up of many starts lists it once) + this
+  process's boxes there + its starts in flight there (both exact)
 - an endpoint that fails (cannot connect, start or list) is skipped for a while (exponential backoff,
   logged); only when every endpoint is backing off are they tried anyway, soonest-due first
 - a box is removed by the endpoint that started it; listing and reaping cover every endpoint and skip
@@ -14,15 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sandbox.base import Backend, BoxState, Sandbox, SandboxSpec
+from sandbox.base import LABEL, Backend, BoxState, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError, SandboxStartError
 
 log = logging.getLogger(__name__)
+
+ENDED = frozenset({"exited", "dead", "stopped", "removing"})  # engine states of boxes that hold nothing
 
 
 class MultiBackend(Backend):
@@ -35,17 +42,27 @@ class MultiBackend(Backend):
         run_id: str | None = None,
         backoff_s: float = 5.0,
         max_backoff_s: float = 120.0,
+        listing_ttl_s: float = 1.0,
+        tie_start: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`connect(endpoint, run_id)` builds the backend of one endpoint (all share this run id)."""
+        """`connect(endpoint, run_id)` builds the backend of one endpoint (all share this run id).
+        `listing_ttl_s`: how old the engines' listing of other processes' boxes may be. `tie_start`: the
+        index in `endpoints` that ties start from (None: a random one)."""
         super().__init__(run_id)
         if len(set(endpoints)) != len(endpoints) or not endpoints:
             raise ValueError(f"need distinct endpoints, got {list(endpoints)}")
         self.name, self.endpoints = name, list(endpoints)
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.listing_ttl_s = listing_ttl_s
+        first = random.randrange(len(self.endpoints)) if tie_start is None else tie_start
+        self._tie_rank = {ep: (i - first) % len(self.endpoints) for i, ep in enumerate(self.endpoints)}
         self._connect, self._clock = connect, clock
         self._backends: dict[str, Backend] = {}
         self._mine: dict[str, str] = {}  # box id -> endpoint, for the boxes this process started
+        self._others = dict.fromkeys(self.endpoints, 0)  # other processes' live boxes, as last listed
+        self._listed_at: float | None = None
+        self._listing = threading.Lock()  # one listing at a time; concurrent starts reuse its result
         self._starting = dict.fromkeys(self.endpoints, 0)
         self._failures = dict.fromkeys(self.endpoints, 0)
         self._down_until = dict.fromkeys(self.endpoints, 0.0)
@@ -63,18 +80,58 @@ class MultiBackend(Backend):
         return b
 
     def loads(self) -> dict[str, int]:
-        """Boxes per endpoint, starts in flight included."""
+        """Boxes per endpoint: other processes' (listed now unless the last listing is fresh), this
+        process's, and its starts in flight. Blocking."""
+        self._list_others()
+        return self._loads()
+
+    def _loads(self) -> dict[str, int]:
         with self._lock:
-            counts = dict(self._starting)
+            counts = {ep: self._others[ep] + self._starting[ep] for ep in self.endpoints}
             for ep in self._mine.values():
                 counts[ep] += 1
         return counts
 
-    def _order(self) -> list[str]:
-        now, loads = self._clock(), self.loads()
+    def _listing_fresh(self) -> bool:
+        return self._listed_at is not None and self._clock() - self._listed_at < self.listing_ttl_s
+
+    def _list_others(self) -> None:
+        """Count the live boxes of other processes on each answering endpoint, unless the last count is
+        fresh. Blocking (engine calls): run it in a worker thread."""
+        # A listing under way (e.g. an engine slow to answer) holds up no start that has an older count.
+        if not self._listing.acquire(blocking=self._listed_at is None):
+            return
+        try:
+            if self._listing_fresh():
+                return
+            now = self._clock()
+            others = dict(self._others)  # an endpoint that is not asked keeps its last count
+            for ep in self.endpoints:
+                if self._down_until[ep] > now:
+                    continue  # backing off: it takes no box anyway, and may hang
+                try:
+                    boxes = self.backend(ep).list_boxes()
+                except Exception as exc:  # a start there fails too, and backs it off: nothing to add here
+                    log.debug("sandbox endpoint %s: listing its boxes for the load failed: %r", ep, exc)
+                    continue
+                others[ep] = sum(
+                    b["labels"].get(LABEL) == "1"
+                    and b["labels"].get("cua.run_id") != self.run_id
+                    and b.get("status") not in ENDED
+                    for b in boxes
+                )
+            with self._lock:
+                self._others, self._listed_at = others, now
+        finally:
+            self._listing.release()
+
+    async def _order(self) -> list[str]:
+        if not self._listing_fresh():
+            await asyncio.to_thread(self._list_others)
+        now, loads = self._clock(), self._loads()
         up = [ep for ep in self.endpoints if self._down_until[ep] <= now]
         if up:
-            return sorted(up, key=lambda ep: loads[ep])  # stable: ties keep the listed order
+            return sorted(up, key=lambda ep: (loads[ep], self._tie_rank[ep]))
         return sorted(self.endpoints, key=lambda ep: self._down_until[ep])
 
     def _failed(self, endpoint: str, what: str, exc: BaseException) -> None:
@@ -91,7 +148,7 @@ class MultiBackend(Backend):
     # -- Backend -----------------------------------------------------------------------------------
     async def start(self, spec: SandboxSpec) -> Sandbox:
         errors = []
-        for ep in self._order():
+        for ep in await self._order():
             with self._lock:
                 self._starting[ep] += 1  # counted from now on, so concurrent starts spread out
             try:

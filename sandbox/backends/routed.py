@@ -3,7 +3,11 @@
 task family on GBox; the pool does not know.
 
 - backends are made on first use (`make(name, run_id)`), all with the run's id, so labels, listing and
-  the exit cleanup by run id cover every box the run started
+  the exit cleanup by run id cover every box the run started; the default one too: constructing the
+  router connects nothing (it is built on the rollout loop, and a backend's construction may block: docker-py
+  asks the engine for its version, GBox imports its SDK). A start makes its backend in a worker thread;
+  listing and reaping (blocking calls, run in threads) make the default first, so an unreachable default
+  still fails them
 - a box is removed by the backend that started or listed it
 - listing and reaping cover the default backend and every backend in use; one that does not answer is
   logged and skipped, so the others are still cleaned (orphans of a backend this run never used are
@@ -12,6 +16,7 @@ task family on GBox; the pool does not know.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -31,9 +36,9 @@ class RoutedBackend(Backend):
         self._backends: dict[str, Backend] = {}
         self._owner: dict[str, str] = {}  # box id -> backend name
         self._lock = threading.Lock()  # removal runs in worker threads and exit handlers
-        self.backend(default)  # the default is connected now: a dead one fails the run's preflight
 
     def backend(self, name: str | None = None) -> Backend:
+        """The named backend (default: the run's), made on first use. Blocking the first time."""
         name = name or self.default
         with self._lock:
             b = self._backends.get(name)
@@ -45,7 +50,11 @@ class RoutedBackend(Backend):
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         name = spec.backend or self.default
-        sb = await self.backend(name).start(spec)  # sb.backend is that backend: Sandbox.close goes there
+        with self._lock:
+            backend = self._backends.get(name)
+        if backend is None:
+            backend = await asyncio.to_thread(self.backend, name)
+        sb = await backend.start(spec)  # sb.backend is that backend: Sandbox.close goes there
         with self._lock:
             self._owner[sb.id] = name
         return sb
@@ -61,9 +70,11 @@ class RoutedBackend(Backend):
         self.backend(name).remove_sync(box_id)
 
     def _on_each(self, what: str, fn: Callable[[Backend], list[Any]]) -> list[tuple[str, list[Any]]]:
-        """fn on every backend in use; one that fails is skipped (logged), except the default."""
+        """fn on every backend in use; one that fails is skipped (logged), except the default (made here if
+        it is not yet: a dead one fails the run's preflight)."""
+        backends = {self.default: self.backend(self.default)}  # first, as when it was made at once
         with self._lock:
-            backends = dict(self._backends)
+            backends.update(self._backends)
         done = []
         for name, b in backends.items():
             try:

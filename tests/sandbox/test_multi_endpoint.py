@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +85,10 @@ class FakeEngine(Backend):
 
     def __init__(self, endpoint: str, run_id: str, shared_ids: bool = False) -> None:
         super().__init__(run_id)
-        self.endpoint, self.down, self.starts = endpoint, False, 0
+        self.endpoint, self.down, self.starts, self.lists = endpoint, False, 0, 0
         self.prefix = "" if shared_ids else f"{endpoint}-"
         self.boxes: dict[str, dict[str, str]] = {}  # id -> labels
+        self.exited: set[str] = set()  # boxes that ended and were not removed yet
 
     def _check(self) -> None:
         if self.down:
@@ -106,26 +107,33 @@ class FakeEngine(Backend):
         self.boxes.pop(box_id, None)
 
     def list_boxes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        self.lists += 1
         self._check()
         return [
-            {"id": b, "labels": labels, "status": "running"}
+            {"id": b, "labels": labels, "status": "exited" if b in self.exited else "running"}
             for b, labels in self.boxes.items()
             if run_id in (None, labels["cua.run_id"])
         ]
 
 
-def fleet(*endpoints: str, **kw: Any) -> tuple[MultiBackend, dict[str, FakeEngine]]:
-    """A MultiBackend over fake engines; endpoints named dead* cannot even be connected to."""
+def fleet(
+    *endpoints: str, engines: dict[str, FakeEngine] | None = None, run_id: str = "multi-run", **kw: Any
+) -> tuple[MultiBackend, dict[str, FakeEngine]]:
+    """A MultiBackend over fake engines; endpoints named dead* cannot even be connected to. `engines`:
+    those of another fleet, i.e. another process on the same engines. Ties go to the first listed endpoint
+    unless `tie_start` says otherwise, so that placements can be asserted."""
     shared_ids = kw.pop("shared_ids", False)
-    engines = {ep: FakeEngine(ep, "multi-run", shared_ids) for ep in endpoints if not ep.startswith("dead")}
+    kw.setdefault("tie_start", 0)
+    if engines is None:
+        engines = {ep: FakeEngine(ep, run_id, shared_ids) for ep in endpoints if not ep.startswith("dead")}
 
-    def connect(ep: str, run_id: str) -> Backend:
-        assert run_id == "multi-run"  # every endpoint labels its boxes with the one run id
+    def connect(ep: str, rid: str) -> Backend:
+        assert rid == run_id  # every endpoint labels its boxes with the one run id
         if ep not in engines:
             raise ConnectionError(f"cannot connect to {ep}")
         return engines[ep]
 
-    return MultiBackend(list(endpoints), connect, name="fake", run_id="multi-run", **kw), engines
+    return MultiBackend(list(endpoints), connect, name="fake", run_id=run_id, **kw), engines
 
 
 def _pool(backend: Backend, **kw: Any) -> SandboxPool:
@@ -151,6 +159,51 @@ async def test_boxes_go_to_the_least_loaded_endpoint_and_are_removed_where_they_
         for sb in [sb for sb in boxes if sb.meta["endpoint"] != "b"] + refill:
             await pool.release(sb)
     assert _counts(eng) == {"a": 0, "b": 0, "c": 0} == mb.loads()
+
+
+async def test_another_processs_boxes_count_as_load_so_this_processs_next_boxes_go_elsewhere():
+    """Ranks sharing the endpoints: each must see the boxes the others already run there."""
+    now = [0.0]
+    _, eng = fleet("a", "b")
+    for i in range(3):  # another trainer rank's boxes (another run id), already running on a
+        eng["a"].boxes[f"other-{i}"] = owner_labels("another-rank")
+    eng["b"].boxes["ended"] = owner_labels("another-rank")
+    eng["b"].exited.add("ended")  # a box that ended holds nothing
+    mb, _ = fleet("a", "b", engines=eng, clock=lambda: now[0])
+    boxes = [await mb.start(SPEC) for _ in range(3)]
+    assert [sb.meta["endpoint"] for sb in boxes] == ["b", "b", "b"]
+    assert mb.loads() == {"a": 3, "b": 3}
+    for i in range(3):  # the other rank ends its boxes; seen once the listing is a second old
+        eng["a"].boxes.pop(f"other-{i}")
+    now[0] = 1.5
+    more = await asyncio.gather(*(mb.start(SPEC) for _ in range(3)))
+    assert [sb.meta["endpoint"] for sb in more] == ["a", "a", "a"]
+    for sb in boxes + list(more):
+        await sb.close()
+
+
+async def test_concurrent_starts_list_each_engine_once_a_second_not_once_per_start():
+    now = [0.0]
+    mb, eng = fleet("a", "b", clock=lambda: now[0])
+    boxes = list(await asyncio.gather(*(mb.start(SPEC) for _ in range(8))))
+    assert _counts(eng) == {"a": 4, "b": 4} and (eng["a"].lists, eng["b"].lists) == (1, 1)
+    now[0] = 0.9
+    boxes.append(await mb.start(SPEC))
+    assert (eng["a"].lists, eng["b"].lists) == (1, 1)
+    now[0] = 2.0
+    boxes.append(await mb.start(SPEC))
+    assert (eng["a"].lists, eng["b"].lists) == (2, 2)
+    for sb in boxes:
+        await sb.close()
+
+
+async def test_ties_do_not_always_go_to_the_first_listed_endpoint():
+    """Each process breaks ties from its own endpoint: ranks starting their first boxes at once spread."""
+    firsts = set()
+    for _ in range(40):  # 40 processes' first boxes all on one endpoint: a chance of 2 in 2**40
+        mb, _ = fleet("a", "b", tie_start=None)
+        firsts.add((await mb.start(SPEC)).meta["endpoint"])
+    assert firsts == {"a", "b"}
 
 
 async def test_ties_go_to_the_first_listed_endpoint_and_removal_is_routed():
@@ -220,7 +273,7 @@ async def test_unreachable_endpoint_breaks_neither_construction_nor_reaping_nor_
     assert "sandbox endpoint dead: reaping failed" in caplog.text
     assert pool.stats["reaped"] == 2 and set(eng["a"].boxes) == set() and set(eng["b"].boxes) == {"alive-b"}
     boxes = [await pool.acquire(), await pool.acquire()]
-    assert sorted(sb.meta["endpoint"] for sb in boxes) == ["a", "b"]
+    assert [sb.meta["endpoint"] for sb in boxes] == ["a", "a"]  # b runs another live run's box
     listed = mb.list_boxes(run_id=mb.run_id)
     assert sorted((b["endpoint"], b["id"]) for b in listed) == sorted(
         (sb.meta["endpoint"], sb.id) for sb in boxes
@@ -376,6 +429,42 @@ def _ids(probe: Any, run_id: str) -> set[str]:
     return {b["id"] for b in probe.list_boxes(run_id=run_id)}
 
 
+@contextlib.asynccontextmanager
+async def _boxes_of_another_owner(engines: dict[str, Any], counts: dict[str, int]) -> AsyncIterator[None]:
+    """`counts[url]` sleeping containers on each engine, labelled as boxes of another live owner (this test
+    process, under another run id): load that a MultiBackend must count."""
+    made = []
+    try:
+        for url, n in counts.items():
+            for _ in range(n):
+                run = engines[url].docker.containers.run
+                made.append(
+                    await asyncio.to_thread(
+                        run,
+                        SPEC.image,
+                        entrypoint=["sleep", "600"],
+                        detach=True,
+                        network_mode="none",
+                        labels=owner_labels(f"pytest-multi-other-{os.getpid()}"),
+                    )
+                )
+        for c in made:
+            await asyncio.to_thread(c.reload)
+            assert c.status == "running", c.status  # load only while it runs
+        yield
+    finally:
+        for c in made:
+            await asyncio.to_thread(c.remove, force=True)
+
+
+async def _levelled(engines: dict[str, Any]) -> contextlib.AbstractAsyncContextManager[None]:
+    """Boxes of another owner that even out what other live runs (e.g. another test session) hold on the
+    engines, so that a new owner's first box on each engine is one box per engine."""
+    probe = MultiBackend(list(engines), lambda url, _: engines[url], name="docker", run_id="pytest-level")
+    load = await asyncio.to_thread(probe.loads)
+    return _boxes_of_another_owner(engines, {url: max(load.values()) - n for url, n in load.items()})
+
+
 @pytest.mark.slow
 async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_removes_all(engines, caplog):
     primary, second = engines
@@ -385,12 +474,16 @@ async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_rem
     pool = SandboxPool(backend, SandboxSpec(), max_size=4, install_handlers=False)
     with caplog.at_level(logging.WARNING, logger="sandbox.backends.multi"):
         async with pool:
+            before = await asyncio.to_thread(backend.loads)  # other live runs' boxes count (other sessions)
             boxes = await asyncio.gather(*(pool.acquire(timeout=180) for _ in range(4)))
             by_engine = {url: _ids(probe, run_id) for url, probe in engines.items()}
             assert by_engine == {
                 url: {sb.id for sb in boxes if sb.meta["endpoint"] == url} for url in engines
             }
-            assert [len(ids) for ids in by_engine.values()] == [2, 2]  # balanced; none on the dead endpoint
+            assert sum(len(ids) for ids in by_engine.values()) == 4  # none on the dead endpoint
+            # Balanced: no box went to an engine more loaded than another (both 2 when nothing else runs).
+            total = {url: before[url] + len(ids) for url, ids in by_engine.items()}
+            assert max(total[url] for url, ids in by_engine.items() if ids) - 1 <= min(total.values()), before
             # Reaping each engine (no orphans here) must not touch the live boxes' socket folders.
             assert await asyncio.to_thread(backend.reap) == []
             assert all(Path(sb.meta["socket"]).exists() for sb in boxes)  # new connections still possible
@@ -410,7 +503,8 @@ async def test_pool_spreads_real_boxes_over_two_engines_skips_a_dead_one_and_rem
 async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper, engines):
     hosts = list(engines)
     run_id = f"pytest-multi-orphan-{reaper.replace(' ', '-')}-{os.getpid()}"
-    proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, hosts)
+    async with await _levelled(engines):
+        proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, hosts)
     assert [len(_ids(probe, run_id)) for probe in engines.values()] == [1, 1]
     assert set().union(*(_ids(probe, run_id) for probe in engines.values())) == set(box_ids)
     proc.send_signal(signal.SIGKILL)
@@ -440,7 +534,8 @@ async def test_sigkilled_owner_of_boxes_on_both_engines_is_reaped_on_both(reaper
 @pytest.mark.slow
 async def test_sigterm_removes_the_owners_boxes_on_both_engines(engines):
     run_id = f"pytest-multi-term-{os.getpid()}"
-    proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, list(engines))
+    async with await _levelled(engines):
+        proc, box_ids = await asyncio.to_thread(spawn_owner, "docker", run_id, list(engines))
     assert [_ids(probe, run_id) for probe in engines.values()] in (
         [{a}, {b}] for a, b in (box_ids, box_ids[::-1])
     )
@@ -456,4 +551,35 @@ def test_one_host_is_the_plain_docker_backend(engines):
     for url in engines:
         backend = make_backend("docker", docker_hosts=[url])
         assert type(backend) is DockerBackend and backend.docker_host == url
+        backend.close()
+
+
+@pytest.mark.slow
+async def test_boxes_of_another_process_on_an_engine_send_the_next_real_box_to_the_other(engines):
+    """Load read from the engines themselves: containers of another live owner on the second engine (plain
+    sleeping containers with its labels) make this process's next box start on the primary, though the
+    second is listed first and this process has no box anywhere."""
+    from sandbox.backends.docker import DockerBackend
+
+    primary, second = engines
+    run_id = f"pytest-multi-load-{os.getpid()}"
+    backend = MultiBackend(
+        [second, primary],
+        lambda host, rid: DockerBackend(run_id=rid, docker_host=host),
+        name="docker",
+        run_id=run_id,
+        tie_start=0,  # ties to the second engine: only the load counted on the engines can avoid it
+    )
+    try:
+        load = await asyncio.to_thread(backend.loads)
+        # the second engine: 2 boxes more than the primary runs, whatever else runs there
+        async with _boxes_of_another_owner(engines, {second: load[primary] - load[second] + 2}):
+            await asyncio.sleep(backend.listing_ttl_s)  # the next start lists the engines again
+            sb = await backend.start(SPEC)
+            try:
+                assert sb.meta["endpoint"] == primary
+                assert _ids(engines[primary], run_id) == {sb.id} and _ids(engines[second], run_id) == set()
+            finally:
+                await sb.close()
+    finally:
         backend.close()
