@@ -88,7 +88,7 @@ def _log_line(i: int, turn: Turn, mapping: CoordinateMapping, family: ModelFamil
 def _render(
     instruction: str,
     history: Sequence[Turn],
-    parts: list[dict[str, Any]],
+    parts: dict[int, dict[str, Any]],  # by screenshot index: those a window can hold
     window: int,
     log_kept: int,
     mapping: CoordinateMapping,
@@ -129,7 +129,7 @@ def _render(
 def _render_ui_tars(
     instruction: str,
     history: Sequence[Turn],
-    parts: list[dict[str, Any]],
+    parts: dict[int, dict[str, Any]],  # by screenshot index: those a window can hold
     first: int,
     omitted: int,
     system: str,
@@ -187,8 +187,11 @@ def build_messages(
     if image_tokens < 0:
         raise ValueError("image_tokens must be >= 0")
     system = family.system_prompt(mapping)
-    parts = [image_part(s, mime) for s in screenshots]  # encoded once, reused by every candidate layout
     n = len(history)
+    max_window = min(k_last, n + 1)
+    # Only the screenshots a window can hold are encoded (once, reused by every candidate layout): the
+    # earlier ones are never sent, and encoding them all each turn costs a long episode dearly.
+    parts = {i: image_part(screenshots[i], mime) for i in range(n + 1 - max_window, n + 1)}
 
     def render(window: int, log_kept: int) -> tuple[Messages, list[int]]:
         return _render(instruction, history, parts, window, log_kept, mapping, family, system)
@@ -197,7 +200,6 @@ def build_messages(
         cost = None if count_tokens is None else count_tokens(msgs) + image_tokens * len(idx)
         return Prompt(msgs, [screenshots[i] for i in idx], idx, cost, omitted)
 
-    max_window = min(k_last, n + 1)
     if count_tokens is None or max_tokens is None:
         return prompt(*render(max_window, n + 1 - max_window), 0)
 

@@ -7,12 +7,16 @@ discounted by turn (rollout/rewards.py), or None when the group is rejected. Epi
 dropped; a group left with fewer than `min_group_size` episodes is rejected — an infrastructure failure
 never becomes a reward of 0. Every episode goes to rollouts.jsonl (rollout/recorder.py). `run_group` also
 returns the group's `GroupRecord` (its id in rollouts.jsonl and the tallies of its scored episodes), rejected
-or not, for the training run's step metrics.
+or not, for the training run's step metrics. The group's rows and its lines in rollouts.jsonl are made in a
+thread of their own, one group at a time: the rollout loop keeps stepping the other groups' episodes
+meanwhile, and the loop's default executor keeps its threads for the engines' calls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +75,7 @@ class CUAWorkflow(RolloutWorkflow):
             else RolloutRecorder.for_run(config)
         )
         self.stats = {"episodes": 0, "infra_failures": 0, "groups_rejected": 0, "rows": 0}
+        self._rows_thread: ThreadPoolExecutor | None = None  # made on the first group
 
     def preflight(self) -> None:
         self.sandboxes.preflight()
@@ -80,6 +85,9 @@ class CUAWorkflow(RolloutWorkflow):
 
     async def close(self) -> None:
         await self.sandboxes.close()
+        if self._rows_thread is not None:
+            self._rows_thread.shutdown(wait=False)
+            self._rows_thread = None
 
     async def arun_episode(self, engine: StockVLLMEngine, data: dict[str, Any]) -> dict[str, Any] | None:
         """The group's training rows, or None when the group is rejected (too few usable episodes)."""
@@ -93,7 +101,11 @@ class CUAWorkflow(RolloutWorkflow):
         pool = await self.sandboxes.pool()
         episodes = await gather_all(*(self._episode(engine, pool, data) for _ in range(self.group_size)))
         group_id = uuid.uuid4().hex[:12]
-        batch = self.group_to_batch(list(episodes), data, group_id)
+        if self._rows_thread is None:  # one thread: groups that end together share the stats
+            self._rows_thread = ThreadPoolExecutor(1, thread_name_prefix="cua-rows")
+        batch = await asyncio.get_running_loop().run_in_executor(
+            self._rows_thread, self.group_to_batch, list(episodes), data, group_id
+        )
         return batch, GroupRecord(group_id, data["task_id"], int(data["seed"]), tally(episodes))
 
     def group_to_batch(
