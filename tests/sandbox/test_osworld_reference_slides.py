@@ -10,6 +10,13 @@ Beside them, one hand-made pair per rule or quirk (QUIRKS), with the score OSWor
 OSWorld's module is loaded by file path (its package __init__ imports every metric's dependencies).
 Deliberate difference: where OSWorld's function raises (e.g. a solid background in a theme colour, tested
 here; a table paired with another kind of shape), the boxes' metric scores 0.
+
+`check_slide_orientation_Portrait` and `check_transition` against OSWorld's too, in a batch of their own:
+every kind of slide size (narrower, square, wider, at python-pptx's bounds, none), and seeded decks whose
+slides carry a transition or none, as PowerPoint writes them (an effect element, attributes, a sound, a
+PowerPoint 2010 effect in mc:AlternateContent with a fallback) and as LibreOffice Impress saves them
+(decks the office image opened and saved again), each checked for an effect there or another. Their
+deliberate difference: a file that is not a deck scores 0 where OSWorld's raise.
 """
 
 from __future__ import annotations
@@ -348,6 +355,122 @@ raises = {"ours": score(ours, f"{d}/t.pptx", f"{d}/u.pptx", {}), "osworld": scor
 print(json.dumps({"rows": rows, "quirks": quirks, "theme_background": raises}))
 """
 
+CHECKS_DEFS = r"""
+import importlib.util, json, os, random, sys, zipfile
+from lxml import etree
+from pptx import Presentation
+from sandbox.server.osworld.metrics import slides as ours
+
+site = [p for p in sys.path if p.endswith("site-packages")][0]
+spec = importlib.util.spec_from_file_location(
+    "osworld_slides", os.path.join(site, "desktop_env", "evaluators", "metrics", "slides.py"))
+ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+import logging; logging.disable(logging.CRITICAL)
+d, n = sys.argv[1], int(sys.argv[2])
+
+def score(f, *args):
+    try:
+        return float(f(*args))
+    except Exception as e:
+        return "raises " + type(e).__name__
+
+rows = []
+def both(name, case, *args):
+    rows.append({"case": [name, *case], "ours": score(getattr(ours, name), *args), "osworld": score(getattr(ref, name), *args)})
+
+# Transitions as PowerPoint and LibreOffice write them: an element per effect, attributes, a sound,
+# PowerPoint 2010's effects inside mc:AlternateContent (a p14 choice, a p fallback).
+P = 'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
+MC = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+P14 = 'xmlns:p14="http://schemas.microsoft.com/office/powerpoint/2010/main"'
+EFFECTS = ["<p:fade/>", '<p:fade thruBlk="1"/>', "<p:dissolve/>", '<p:push dir="u"/>', '<p:wipe dir="r"/>',
+           "<p:random/>", "<p:cut/>", '<p:cover dir="l"/>', "<p14:vortex/>", '<p14:prism isContent="1"/>', ""]
+def transition(r):
+    k = r.random()
+    effect = r.choice(EFFECTS)
+    attrs = r.choice(["", ' spd="slow"', ' spd="fast" advClick="0"', ' advTm="3000"'])
+    sound = r.choice(["", "", '<p:sndAc><p:endSnd/></p:sndAc>'])
+    if k < 0.6: return f"<p:transition {P} {P14}{attrs}>{effect}{sound}</p:transition>"
+    fallback = r.choice(["<p:fade/>", "<p:dissolve/>", ""])
+    return (f'<mc:AlternateContent {MC} {P} {P14}><mc:Choice Requires="p14"><p:transition{attrs} p14:dur="2000">'
+            f"{effect}</p:transition></mc:Choice><mc:Fallback><p:transition{attrs}>{fallback}</p:transition>"
+            "</mc:Fallback></mc:AlternateContent>")
+TYPES = ["dissolve", "fade", "push", "wipe", "random", "cut", "cover", "vortex", "prism", "sndAc", "endSnd"]
+bases = []  # decks of 1 to 3 slides, made once; each case rewrites their slides' XML
+for count in (1, 2, 3):
+    prs = Presentation()
+    for layout in (0, 5, 6)[:count]: prs.slides.add_slide(prs.slide_layouts[layout])
+    prs.save(f"{d}/base.pptx")
+    with zipfile.ZipFile(f"{d}/base.pptx") as z: bases.append({i.filename: z.read(i) for i in z.infolist()})
+"""
+CHECKS_DRIVER = (
+    CHECKS_DEFS
+    + r"""
+# Orientation: every kind of size (narrower, square, wider; the smallest and largest), and no size at all.
+SIZES = [914400, 914401, 6858000, 9144000, 12192000, 51206399]
+for i, (w, h) in enumerate((w, h) for w in SIZES for h in SIZES):
+    prs = Presentation(); prs.slide_width, prs.slide_height = w, h
+    prs.slides.add_slide(prs.slide_layouts[6]); prs.save(f"{d}/o{i}.pptx")
+    both("check_slide_orientation_Portrait", [w, h], f"{d}/o{i}.pptx")
+prs = Presentation(); sz = prs.part._element.find("{http://schemas.openxmlformats.org/presentationml/2006/main}sldSz")
+sz.getparent().remove(sz); prs.save(f"{d}/nosize.pptx")
+both("check_slide_orientation_Portrait", ["no size"], f"{d}/nosize.pptx")
+both("check_slide_orientation_Portrait", ["no file"], None)
+
+for seed in range(n):
+    r = random.Random(seed)
+    parts, effects = dict(r.choice(bases)), []
+    for name in [k for k in parts if k.startswith("ppt/slides/slide")]:
+        if r.random() < 0.8:
+            xml = transition(r); effects += [t for t in TYPES if f":{t}" in xml]
+            parts[name] = parts[name].replace(b"</p:sld>", xml.encode() + b"</p:sld>")
+    path = f"{d}/t{seed}.pptx"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in parts.items(): z.writestr(name, data)
+    kind = r.choice(effects) if effects and r.random() < 0.6 else r.choice(TYPES)
+    rules = {"slide_idx": r.choice([0, 0, 1, 2, 3, -1]), "transition_type": kind}
+    both("check_transition", [seed, rules], path, rules)
+
+# Deliberate difference: a file that is not a deck scores 0 in the boxes; OSWorld's checks raise.
+open(f"{d}/not.pptx", "w").write("not a zip")
+differ = {name: [score(getattr(ours, name), *args), score(getattr(ref, name), *args)] for name, args in (
+    ("check_slide_orientation_Portrait", [f"{d}/not.pptx"]),
+    ("check_transition", [f"{d}/not.pptx", {"slide_idx": 0, "transition_type": "fade"}]))}
+print(json.dumps({"rows": rows, "differ": differ}))
+"""
+)
+CHECKS_LIBREOFFICE_DRIVER = (
+    CHECKS_DEFS
+    + r"""
+if sys.argv[3] == "write":
+    for seed in range(n):
+        r = random.Random(70_000 + seed)
+        parts = dict(bases[2])
+        for i in (1, 2, 3):
+            if r.random() < 0.8:
+                effect, attrs = r.choice(EFFECTS[:-1]), r.choice(["", ' spd="slow"', ' spd="fast"'])
+                xml = f"<p:transition {P} {P14}{attrs}>{effect}</p:transition>"
+                parts[f"ppt/slides/slide{i}.xml"] = parts[f"ppt/slides/slide{i}.xml"].replace(b"</p:sld>", xml.encode() + b"</p:sld>")
+        if seed % 2:  # portrait
+            size = b'cx="9144000" cy="6858000"'
+            parts["ppt/presentation.xml"] = parts["ppt/presentation.xml"].replace(size, b'cx="6858000" cy="9144000"')
+        with zipfile.ZipFile(f"{d}/in/t{seed}.pptx", "w") as z:
+            for name, data in parts.items(): z.writestr(name, data)
+    print(json.dumps({"written": n}))
+else:
+    rows = []
+    for seed in range(n):
+        for idx in (0, 1, 2):
+            for kind in TYPES:
+                rules = {"slide_idx": idx, "transition_type": kind}
+                both("check_transition", [seed, rules], f"{d}/out/t{seed}.pptx", rules)
+        both("check_slide_orientation_Portrait", [seed], f"{d}/out/t{seed}.pptx")
+    print(json.dumps({"rows": rows}))
+"""
+)
+TRANSITION_DECKS = 300
+LIBREOFFICE_DECKS = 12
+
 
 def _reference_python() -> str:
     pointer = cua_home() / "sandbox" / "osworld-ref-python"
@@ -397,3 +520,46 @@ def test_where_osworld_raises_the_boxes_score_0(reference: dict):
     """Deliberate difference: a solid slide background in a theme colour has no sRGB, and OSWorld's
     function raises AttributeError reading it (the evaluation errors); the boxes score such a deck 0."""
     assert reference["theme_background"] == {"ours": 0.0, "osworld": "raises AttributeError"}
+
+
+@pytest.fixture(scope="module")
+def checks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return run_driver(CHECKS_DRIVER, tmp_path_factory.mktemp("slide_checks"), str(TRANSITION_DECKS))
+
+
+def test_slide_orientation_agrees_with_osworld_on_every_size(checks: dict):
+    rows = [r for r in checks["rows"] if r["case"][0] == "check_slide_orientation_Portrait"]
+    assert len(rows) == 6 * 6 + 2
+    assert [r for r in rows if r["ours"] != r["osworld"]] == []
+    assert {str(r["osworld"]) for r in rows} == {"0.0", "1.0", "raises TypeError"}  # no size: both raise
+
+
+def test_check_transition_agrees_with_osworld_on_every_deck(checks: dict):
+    rows = [r for r in checks["rows"] if r["case"][0] == "check_transition"]
+    assert len(rows) == TRANSITION_DECKS
+    disagree = [r for r in rows if r["ours"] != r["osworld"]]
+    assert disagree == [], f"{len(disagree)} of {len(rows)} cases disagree; first: {disagree[:5]}"
+    scores = [r["osworld"] for r in rows]
+    assert scores.count(1.0) >= TRANSITION_DECKS // 10 and scores.count(0.0) >= TRANSITION_DECKS // 10
+
+
+def test_slide_checks_score_0_where_osworld_raises(checks: dict):
+    assert checks["differ"] == {
+        "check_slide_orientation_Portrait": [0.0, "raises PackageNotFoundError"],
+        "check_transition": [0.0, "raises BadZipFile"],
+    }
+
+
+def test_slide_checks_agree_with_osworld_on_decks_libreoffice_saved(office_image: str, tmp_path: Path):
+    from tests.sandbox.test_osworld_reference_table import libreoffice_saves  # it imports this module
+
+    (tmp_path / "in").mkdir()
+    written = run_driver(CHECKS_LIBREOFFICE_DRIVER, tmp_path, str(LIBREOFFICE_DECKS), "write")
+    assert written == {"written": LIBREOFFICE_DECKS}
+    libreoffice_saves(office_image, tmp_path, "pptx")
+    rows = run_driver(CHECKS_LIBREOFFICE_DRIVER, tmp_path, str(LIBREOFFICE_DECKS), "score")["rows"]
+    assert len(rows) == LIBREOFFICE_DECKS * (3 * 11 + 1)
+    disagree = [r for r in rows if r["ours"] != r["osworld"]]
+    assert disagree == [], f"{len(disagree)} of {len(rows)} scores disagree; first: {disagree[:5]}"
+    for name in ("check_transition", "check_slide_orientation_Portrait"):  # each gives both verdicts
+        assert {r["osworld"] for r in rows if r["case"][0] == name} == {0.0, 1.0}, name
