@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
+from tests.sandbox.second_engine import second_engine  # noqa: F401  (a session fixture: a second podman engine)
 
 # What the tests hand to boxes and images (an R2E-style repository's own hidden tests among them): not ours.
 collect_ignore = ["fixtures"]

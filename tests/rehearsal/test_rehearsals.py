@@ -41,6 +41,8 @@ from cua_agent.rollout.outcomes import rates, tally
 from cua_agent.train.cli import read_config
 from cua_agent.train.rehearsal import describe, overrides, ranks_of
 from cua_agent.train.stopping import LAUNCHER_MARGIN_S
+from sandbox.backends.docker import DockerBackend
+from sandbox.backends.ray_hosts import SLOT
 from tests.conftest import SERVER_START_TIMEOUT_S
 from tests.deploy.ray_cluster import LocalRayCluster, TrainerWatch
 from tests.inference.reference import PARITY_TOL
@@ -64,10 +66,23 @@ REPO_TASKS = "sandbox/repo/samples/tasks.jsonl"
 
 @dataclass
 class Stack:
-    """Where a rehearsal runs: its vLLM servers (one per replica) and, for the multi-node config, Ray."""
+    """Where a rehearsal runs: its vLLM servers (one per replica) and, for the multi-node config, Ray; with
+    `sandbox_engine`, the boxes run on the Ray cluster's sandbox machine, whose engine that is
+    (sandbox.backend ray), and none on the trainers' own."""
 
     servers: list[str]
     ray: LocalRayCluster | None = None
+    sandbox_engine: str | None = None
+
+    def boxes(self, pids: list[int]) -> list[dict]:
+        """The run's boxes: on the trainers' engine by owner pid, or every box of the sandbox machine's."""
+        if self.sandbox_engine is None:
+            return boxes_of(pids)
+        engine = DockerBackend(run_id="rehearsal-probe", docker_host=self.sandbox_engine)
+        try:
+            return engine.list_boxes()
+        finally:
+            engine.close()
 
 
 def rehearsal_args(
@@ -122,7 +137,8 @@ def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()
     first = launch(config_path, config, args, tmp / "first.log", stack)
     try:
         wait_for(lambda: 1 in steps_of(exp), left(), "step 2 and its held-out evaluation", first)
-        wait_for(lambda: len(boxes_of(first.pids)) > 0, left(), "step 3's sandboxes", first)
+        wait_for(lambda: len(stack.boxes(first.pids)) > 0, left(), "step 3's sandboxes", first)
+        assert stack.sandbox_engine is None or boxes_of(first.pids) == [], "a box on a trainer's machine"
         signalled = time.monotonic()
         first.send_signal(signal.SIGTERM)  # as `docker stop` (via the container's init) or a scheduler does
         grace = stop_timeout + LAUNCHER_MARGIN_S + 60
@@ -139,7 +155,7 @@ def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()
     assert finished in ([0, 1], [0, 1, 2]), f"finished steps {finished}: the stop came during step 3"
     checkpoints = recover_checkpoints(exp)
     assert checkpoints and checkpoints[-1].name == f"globalstep{finished[-1]}", (finished, checkpoints)
-    assert boxes_of(stopped.pids) == [] and left_behind(stopped) == []
+    assert stack.boxes(stopped.pids) == [] and boxes_of(stopped.pids) == [] and left_behind(stopped) == []
     phase = "while it waited for its episodes" if finished == [0, 1] else "during its update (finished first)"
 
     resume = (
@@ -154,7 +170,7 @@ def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()
     assert sorted(steps_of(exp, resumed.pids)) == rest, (
         "the resumed run trains the steps after the checkpoint"
     )
-    assert boxes_of(resumed.pids) == [] and left_behind(resumed) == []
+    assert stack.boxes(resumed.pids) == [] and boxes_of(resumed.pids) == [] and left_behind(resumed) == []
     episodes = [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
     print(
         f"{config_path}: SIGTERM in step 3 {phase}, stopped in {stopped_in:.1f}s; resumed at step "
@@ -293,18 +309,23 @@ def test_cua_grpo_qwen3vl_32b_lora(qwen3_vl_lora_server: VLLMProcess, tmp_path: 
     assert err <= PARITY_TOL
 
 
-def test_cua_grpo_multinode_over_two_ray_nodes(vllm_servers, artefacts: Path, tmp_path: Path):
+def test_cua_grpo_multinode_over_two_ray_nodes(
+    vllm_servers, second_engine: str, artefacts: Path, tmp_path: Path
+):
+    """Two trainer nodes and a sandbox-only machine (no GPU, no CPU for Ray, its own podman engine) that
+    offers the run's sandbox slots: every box of the run (sandbox.backend ray) lives there."""
     first = vllm_servers["untied"]
     second = start_vllm(MODELS["untied"], artefacts)  # the second node's server: the same model
     cluster = LocalRayCluster()
+    slots = {SLOT: 2 * 2}  # 2 ranks x the rehearsal's sandbox.max_concurrency
     try:
         # the Ray nodes start while the second server loads (about half a minute of two cores either way)
         nodes = [cluster.start_node("head", cpus=1, gpus=1), cluster.start_node("worker", cpus=1, gpus=1)]
+        cluster.start_node("sandboxes", cpus=0, gpus=0, resources=slots, env={"DOCKER_HOST": second_engine})
         second.wait_healthy(SERVER_START_TIMEOUT_S)
+        stack = Stack([first.address, second.address], cluster, sandbox_engine=second_engine)
         with TrainerWatch() as watch:
-            r = rehearse(
-                "configs/cua_grpo_multinode.yaml", Stack([first.address, second.address], cluster), tmp_path
-            )
+            r = rehearse("configs/cua_grpo_multinode.yaml", stack, tmp_path, ["sandbox.backend=ray"])
         versions = [served_version(s.address) for s in (first, second)]
     finally:
         left = cluster.stop()

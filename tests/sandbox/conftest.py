@@ -10,7 +10,6 @@ import pytest
 
 from sandbox.base import SandboxSpec
 from sandbox.pool import SandboxPool
-from tests.sandbox.second_engine import second_engine  # noqa: F401  (a session fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 BOXES = 2  # 2 cores: two desktops stepping concurrently keep the suite fast without thrashing
