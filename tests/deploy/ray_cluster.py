@@ -107,8 +107,16 @@ class LocalRayCluster:
             raise RuntimeError(f"ray start ({name}) failed:\n{log.read_text(errors='replace')[-3000:]}")
         return node
 
-    def processes(self) -> list[psutil.Process]:
-        sids = {n.sid for n in self.nodes}
+    def kill_node(self, name: str) -> None:
+        """SIGKILL every process of one node (its raylet, agents and workers), as when its machine is lost."""
+        node = next(n for n in self.nodes if n.name == name)
+        for p in self.processes([node]):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        self.nodes.remove(node)
+
+    def processes(self, nodes: list[RayNode] | None = None) -> list[psutil.Process]:
+        sids = {n.sid for n in (self.nodes if nodes is None else nodes)}
         found = []
         for p in psutil.process_iter():
             try:

@@ -345,3 +345,37 @@ async def test_a_repository_box_that_finds_no_free_slot_in_time_fails_to_start(c
             await held.enter_async_context(repo_box_on_ray(backend, spec, slot_timeout_s=2.0))
         assert time.monotonic() - began < 10
     assert on(engines, "ray-repo-slots") == {"trainer": 0, "sandboxes": 0}
+
+
+async def test_a_lost_sandbox_machine_fails_its_episodes_as_infrastructure_and_its_boxes_go_when_it_rejoins(
+    cluster, engines, second_engine
+):
+    """Runs last: it takes the sandbox machine away and brings it back."""
+    backend = RayBackend(run_id="ray-host-lost")
+    sb = await backend.start(SPEC)
+    await sb.reset("miniwob/click-test", 1)
+    lost_at = time.monotonic()
+    cluster.kill_node("sandboxes")  # its raylet, its workers, the box's actor and its reaper; not its engine
+    with pytest.raises(SandboxDied) as lost:
+        await sb.step({"type": "wait", "seconds": 0})
+    print(f"a lost machine's episode failed after {time.monotonic() - lost_at:.1f} s")
+    assert await broken_from_inside(backend, sb.id, lost.value) is None  # never the policy's 0
+    backend.remove_sync(sb.id)  # its actor is gone: nothing here can remove the box
+    assert sb.id in ids(engines)
+    # it comes back once the cluster knows it was gone (a box placed before that lands on the dead node and
+    # fails to start: the pool starts another)
+    await until(lambda: not backend.slots(), timeout_s=90)
+    cluster.start_node(
+        "sandboxes", cpus=0, gpus=0, resources={SLOT: SLOTS}, env={"DOCKER_HOST": second_engine}
+    )
+    fresh = await backend.start(SPEC)  # the machine is back: a new box lands there, and its reaper with it
+    try:
+        took = await until(lambda: sb.id not in ids(engines))
+        print(f"the lost machine's box was reaped {took:.1f} s after the first box it got back")
+    finally:
+        await backend.stop(fresh)
+    assert on(engines, "ray-host-lost") == {"trainer": 0, "sandboxes": 0}
+
+
+def ids(engines) -> list[str]:
+    return [b["id"] for b in engines["sandboxes"].list_boxes()]
