@@ -181,3 +181,34 @@ def test_programs_osworld_commands_call_that_the_image_lacks_are_named(command, 
 
 def test_unzip_is_in_the_image():  # multi_apps/20236825, f918266a, 869de13e
     assert _command_lacks(["/bin/bash", "-c", "unzip /home/user/Desktop/a.zip -d /home/user/Desktop/"]) == []
+
+
+def _saved(path: str, *presses: str) -> dict:
+    """A task that opens `path` and whose postconfig saves it with Ctrl+S (then `presses`), as OSWorld's do."""
+    keys = "".join(f"pyautogui.press('{k}');" for k in presses)
+    save = {
+        "type": "execute",
+        "parameters": {
+            "command": ["python", "-c", f"import pyautogui; pyautogui.hotkey('ctrl', 's');{keys}"]
+        },
+    }
+    task = _shown([{"type": "open", "parameters": {"path": path}}])
+    task["evaluator"] = {**task["evaluator"], "postconfig": [save]}
+    return task
+
+
+@pytest.mark.parametrize(
+    ("path", "presses", "refused"),
+    [
+        ("/home/user/a.csv", (), True),  # OSWorld's VM asks "keep current format?": the save waits there
+        ("/home/user/a.doc", (), True),
+        ("/home/user/a.csv", ("enter",), False),  # Enter answers it: saved in both
+        ("/home/user/a.xlsx", (), False),  # its default formats: no question in either
+        ("/home/user/a.odt", (), False),  # LibreOffice's own: no question
+    ],
+)
+def test_a_save_that_osworlds_vm_would_stop_at_libreoffices_format_question_is_refused(
+    path, presses, refused
+):
+    found = [why for why in lacks(_saved(path, *presses), lambda url: True) if "keep current format" in why]
+    assert bool(found) == refused, found

@@ -83,6 +83,32 @@ def _step_lacks(step: dict[str, Any], has_asset: Callable[[str], bool]) -> list[
     return []
 
 
+# OSWorld's VM saves in Microsoft's formats by default, so Ctrl+S on such a file asks nothing there, as in
+# the boxes; a LibreOffice document in another foreign format (.csv, .doc, ...) gets its "keep current
+# format?" question there, which the boxes' profile never asks (sandbox/server/osworld/libreoffice.py).
+_ASKED_ON_SAVE = ("csv", "xls", "doc", "rtf", "ppt")
+_SAVE = re.compile(r"""hotkey\(\s*\[?\s*(['"])ctrl\1\s*,\s*(['"])s\2""")
+_ENTER = re.compile(r"""press\(\s*(['"])(enter|return)\1""")
+
+
+def _saves_unanswered(task: dict[str, Any]) -> list[str]:
+    """The formats of opened LibreOffice documents whose save OSWorld's VM would stop at its question: the
+    postconfig presses Ctrl+S with no Enter after it (the scorer would read the file the agent last saved
+    there, and the file Ctrl+S saves here)."""
+    opened = {
+        PurePosixPath(str((s.get("parameters") or {}).get("path", ""))).suffix.lower().lstrip(".")
+        for s in task.get("config") or []
+        if s.get("type") == "open"
+    } & set(_ASKED_ON_SAVE)
+    texts = []
+    for step in (task.get("evaluator") or {}).get("postconfig") or []:
+        command = (step.get("parameters") or {}).get("command")
+        texts.append(command if isinstance(command, str) else " ".join(map(str, command or [])))
+    text = "\n".join(texts)  # an Enter may come in a later step
+    save = _SAVE.search(text)
+    return sorted(opened) if save and not _ENTER.search(text, save.end()) else []
+
+
 def _shows_an_application(config: list[dict[str, Any]]) -> bool:
     """Whether the set-up puts an application on screen: the boxes have no desktop, launcher or file manager,
     so a task that opens nothing starts on an empty screen where OSWorld's VM shows its desktop."""
@@ -146,6 +172,10 @@ def lacks(task: dict[str, Any], has_asset: Callable[[str], bool] = lambda url: F
     # The applications a task is played with: on an empty screen, or without them, it cannot be played.
     if not _shows_an_application(task.get("config") or []):
         out.append("an application on screen (the set-up opens or launches none)")
+    out += [
+        f"LibreOffice's 'keep current format?' question on Ctrl+S for a .{fmt} file (OSWorld's VM asks it)"
+        for fmt in _saves_unanswered(task)
+    ]
     apps = task.get("related_apps") or []
     out += [f"application {a} (related_apps)" for a in apps if not _BOX_APPS.fullmatch(str(a))]
     n = len(funcs)
