@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gzip
 import hashlib
 import io
 import json
@@ -126,7 +127,8 @@ def harness_tarball() -> bytes:
     root = Path(sandbox.__file__).resolve().parent
     files = [root / "__init__.py", *sorted((root / "server").rglob("*.py"))]
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    # gzip's own header holds a time too: 0, so two builds of the same files are the same bytes
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         for f in files:
             info = tar.gettarinfo(str(f), arcname=str(f.relative_to(root.parent)))
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
