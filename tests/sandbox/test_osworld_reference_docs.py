@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.test_osworld_reference_slides import run_driver
-from tests.sandbox.test_osworld_reference_table import libreoffice_saves
+from tests.sandbox.osworld_reference import libreoffice_saves, run_driver
 
 pytestmark = pytest.mark.slow
 PAIRS = 500

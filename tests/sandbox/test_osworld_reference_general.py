@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.test_osworld_reference_slides import run_driver
+from tests.sandbox.osworld_reference import run_driver
 
 pytestmark = pytest.mark.slow
 CASES = 600

@@ -21,16 +21,13 @@ deliberate difference: a file that is not a deck scores 0 where OSWorld's raise.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from sandbox.base import cua_home
+from tests.sandbox.osworld_reference import assert_every_pair_agrees, libreoffice_saves, run_driver
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
 PAIRS = 400
 
 DRIVER = r"""
@@ -472,40 +469,13 @@ TRANSITION_DECKS = 300
 LIBREOFFICE_DECKS = 12
 
 
-def _reference_python() -> str:
-    pointer = cua_home() / "sandbox" / "osworld-ref-python"
-    if not pointer.exists():
-        pytest.fail("no OSWorld reference venv: run `bash scripts/setup_sandbox.sh osworld_ref`")
-    return pointer.read_text().strip()
-
-
-def run_driver(driver: str, tmp_path: Path, *args: str) -> dict:
-    out = subprocess.run(
-        [_reference_python(), "-c", driver, str(tmp_path), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO)},
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_driver(DRIVER, tmp_path_factory.mktemp("slides"), str(PAIRS))
 
 
 def test_compare_pptx_files_agrees_with_osworld_on_every_pair(reference: dict):
-    rows = reference["rows"]
-    assert len(rows) == PAIRS
-    disagree = [r for r in rows if r["ours"] != r["osworld"]]
-    assert disagree == [], f"{len(disagree)} of {PAIRS} pairs disagree; first: {disagree[:5]}"
-    scores = [r["osworld"] for r in rows]
-    # Both verdicts are well represented, and OSWorld raised on none of the generated pairs.
-    assert scores.count(1.0) >= PAIRS // 5 and scores.count(0.0) >= PAIRS // 5
-    assert all(isinstance(s, float) for s in scores)
+    assert_every_pair_agrees(reference["rows"], PAIRS)
 
 
 def test_each_rule_on_a_hand_made_pair(reference: dict):
@@ -551,8 +521,6 @@ def test_slide_checks_score_0_where_osworld_raises(checks: dict):
 
 
 def test_slide_checks_agree_with_osworld_on_decks_libreoffice_saved(office_image: str, tmp_path: Path):
-    from tests.sandbox.test_osworld_reference_table import libreoffice_saves  # it imports this module
-
     (tmp_path / "in").mkdir()
     written = run_driver(CHECKS_LIBREOFFICE_DRIVER, tmp_path, str(LIBREOFFICE_DECKS), "write")
     assert written == {"written": LIBREOFFICE_DECKS}

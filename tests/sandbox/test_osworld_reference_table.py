@@ -22,14 +22,11 @@ workbook), the boxes score 0.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.sandbox.test_osworld_reference_slides import run_driver
+from tests.sandbox.osworld_reference import assert_every_pair_agrees, libreoffice_saves, run_driver
 
 pytestmark = pytest.mark.slow
 PAIRS = 600
@@ -371,45 +368,13 @@ else:
 LIBREOFFICE_PAIRS = 100
 
 
-def libreoffice_saves(image: str, folder: Path, suffix: str = "xlsx") -> None:
-    """Every `.suffix` file of `folder`/in opened and saved again in its format by the image's LibreOffice,
-    into `folder`/out (CSVs beside them copied along)."""
-    out = folder / "out"
-    out.mkdir()
-    folder.chmod(0o755)  # the image's user reads the workbooks and writes the saved ones
-    out.chmod(0o777)
-    engine = os.environ.get("CUA_CONTAINER_ENGINE", "podman")
-    files = sorted(p.name for p in (folder / "in").glob(f"*.{suffix}"))
-    log = b""
-    for start in range(0, len(files), 50):  # one LibreOffice for a few hundred files may stop half-way
-        done = subprocess.run(
-            [engine, "run", "--rm", "--network", "none", "--entrypoint", "soffice", "-e", "HOME=/tmp"]
-            + ["-v", f"{folder}:/lo", image, "--headless", "--convert-to", suffix, "--outdir", "/lo/out"]
-            + [f"/lo/in/{name}" for name in files[start : start + 50]],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        log += done.stdout + done.stderr
-    for csv in (folder / "in").glob("*.csv"):
-        shutil.copyfile(csv, out / csv.name)
-    assert sorted(p.name for p in out.glob(f"*.{suffix}")) == files, log[-3000:]
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return run_driver(DRIVER, tmp_path_factory.mktemp("table"), str(PAIRS))
 
 
 def test_compare_table_agrees_with_osworld_on_every_pair(reference: dict):
-    rows = reference["rows"]
-    assert len(rows) == PAIRS
-    disagree = [r for r in rows if r["ours"] != r["osworld"]]
-    assert disagree == [], f"{len(disagree)} of {PAIRS} pairs disagree; first: {disagree[:5]}"
-    scores = [r["osworld"] for r in rows]
-    # Both verdicts are well represented, and OSWorld raised on none of the generated pairs.
-    assert scores.count(1.0) >= PAIRS // 5 and scores.count(0.0) >= PAIRS // 5
-    assert all(isinstance(s, float) for s in scores)
+    assert_every_pair_agrees(reference["rows"], PAIRS)
 
 
 def test_each_rule_type_is_exercised(reference: dict):
