@@ -319,12 +319,12 @@ class RayBackend(Backend):
             if n["Alive"] and n["Resources"].get(SLOT)
         }
 
-    def _keeper(self, keeper: type) -> Any:
+    async def _keeper(self, keeper: type) -> Any:
         """An actor of class `keeper` that holds one slot, wherever Ray finds one."""
         ray = _ray()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        if not self.slots():
+        if not await asyncio.to_thread(self.slots):  # a call to Ray's control store: not on the rollout loop
             raise SandboxStartError(
                 f"sandbox.backend=ray: no machine of the Ray cluster offers {SLOT} "
                 f"(ray start ... --resources '{{\"{SLOT}\": N}}' on each sandbox machine)"
@@ -353,7 +353,7 @@ class RayBackend(Backend):
             raise
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
-        actor = self._keeper(BoxKeeper)
+        actor = await self._keeper(BoxKeeper)
         box_id, host = await self._started(actor, actor.start.remote(spec))
         self._actors[box_id] = actor
         sb = Sandbox(id=box_id, backend=self, client=RayBoxClient(actor, box_id, host), spec=spec)
@@ -366,7 +366,7 @@ class RayBackend(Backend):
         """A repository box on a machine with a free slot; SandboxStartError when none came free within
         `slot_timeout_s` (an episode holds its box while it waits for its scoring box's slot: with every
         slot held that way, waiting on would never end)."""
-        actor = self._keeper(RepoKeeper)
+        actor = await self._keeper(RepoKeeper)
 
         async def start() -> dict[str, Any]:
             try:
