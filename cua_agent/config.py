@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from areal.api.cli_args import GRPOConfig
 
@@ -283,6 +284,16 @@ class EvaluationConfig:
         _check(self.concurrency >= 1, "evaluation.concurrency", f"must be >= 1, got {self.concurrency}")
         _check(self.retries >= 0, "evaluation.retries", f"must be >= 0, got {self.retries}")
         _check(self.temperature >= 0, "evaluation.temperature", f"must be >= 0, got {self.temperature}")
+
+
+def evaluation_boxes(config: Any) -> int:
+    """The episodes (boxes) rank 0's held-out evaluation plays at once, 0 when it is off: of a CUAGRPOConfig,
+    or of the raw YAML the Ray launcher reads (a DictConfig, defaults where it leaves a field out)."""
+    ev = config.get("evaluation", {}) if hasattr(config, "get") else config.evaluation
+    get = ev.get if hasattr(ev, "get") else lambda name, default: getattr(ev, name, default)
+    if not get("enabled", EvaluationConfig.enabled):
+        return 0
+    return int(get("concurrency", EvaluationConfig.concurrency))
 
 
 @dataclass

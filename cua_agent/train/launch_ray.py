@@ -150,12 +150,12 @@ def check_capacity(config: Any, nodes: list[dict[str, Any]]) -> None:
         )
     sandbox = config.get("sandbox", {}) if hasattr(config, "get") else {}
     if sandbox.get("backend") == "ray":  # every box a trainer runs at once holds a slot
-        from cua_agent.config import SandboxConfig
+        from cua_agent.config import SandboxConfig, evaluation_boxes
         from cua_agent.rollout.task_rows import training_rows
 
         trainers = config.cluster.n_nodes * per_node
         boxes = int(sandbox.get("max_concurrency", SandboxConfig.max_concurrency))  # the trainers' default
-        why = slot_shortage(nodes, trainers, boxes, training_rows(config.tasks))
+        why = slot_shortage(nodes, trainers, boxes, training_rows(config.tasks), evaluation_boxes(config))
         if why:
             raise RayLaunchError(why)
 

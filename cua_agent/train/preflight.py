@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cua_agent.config import LORA_DEFAULT_MODULES, CUAGRPOConfig
+from cua_agent.config import LORA_DEFAULT_MODULES, CUAGRPOConfig, evaluation_boxes
 from cua_agent.episode.families import ModelFamilyError, check_checkpoint
 from cua_agent.inference.model_files import ModelNotFoundError, model_dir
 
@@ -473,16 +473,17 @@ def sandbox_slots(
     the run holds at once, by the launcher's rule (sandbox/backends/ray_hosts.py)."""
     from areal.api.alloc_mode import ModelAllocation
 
-    from sandbox.backends.ray_hosts import SLOT, boxes_at_once, slot_shortage
+    from sandbox.backends.ray_hosts import SLOT, slot_shortage, slots_needed
 
     if nodes is None:
         return None, f"sandbox.backend=ray: the Ray cluster's {SLOT} were not checked: {unchecked}"
     trainers = ModelAllocation.from_str(config.actor.backend, name="actor").parallel.world_size
-    problem = slot_shortage(nodes, trainers, config.sandbox.max_concurrency, rows)
+    shape = (trainers, config.sandbox.max_concurrency, rows, evaluation_boxes(config))
+    problem = slot_shortage(nodes, *shape)
     if problem:
         return problem, None
     slots = sum(n["Resources"].get(SLOT, 0) for n in nodes if n.get("Alive"))
-    need = trainers * boxes_at_once(config.sandbox.max_concurrency, rows)[0]
+    need = slots_needed(*shape)[0]
     return (
         None,
         f"sandbox.backend=ray: the Ray cluster's live nodes offer {slots:g} {SLOT}; the run holds {need} at most",

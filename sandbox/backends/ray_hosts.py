@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -53,6 +54,9 @@ REAP_EVERY_S = 2.0
 REAPER_IDLE_S = 60.0
 CALL_TIMEOUT_S = 600.0  # a relayed request: the box's own client cuts it much earlier
 STOP_TIMEOUT_S = 60.0
+SLOT_WAIT_SAY_EVERY_S = 30.0  # a start waiting for a free slot says so this often
+
+log = logging.getLogger(__name__)
 
 
 def boxes_at_once(max_concurrency: int, rows: Iterable[Mapping[str, Any]]) -> tuple[int, str]:
@@ -69,21 +73,46 @@ def boxes_at_once(max_concurrency: int, rows: Iterable[Mapping[str, Any]]) -> tu
     return sum(n for n, _ in parts), " + ".join(f"{n} {what}" for n, what in parts)
 
 
-def slot_shortage(
-    nodes: list[dict[str, Any]], trainers: int, max_concurrency: int, rows: Iterable[Mapping[str, Any]]
-) -> str | None:
-    """Why the live machines of `nodes` (`ray.nodes()`) cannot hold every box `trainers` processes run at
-    once, naming the field; None when they can. The launcher and `train_areal.py --check` both ask this."""
+def slots_needed(
+    trainers: int, max_concurrency: int, rows: Iterable[Mapping[str, Any]], evaluation_concurrency: int = 0
+) -> tuple[int, str]:
+    """The slots a run holds at once, and how that is counted: each trainer process's boxes, and those of
+    rank 0's held-out evaluation (`evaluation_concurrency` episodes; 0 when it is off), which plays while
+    every trainer's pool keeps its boxes, idle ones included."""
     per, how = boxes_at_once(max_concurrency, rows)
-    need = trainers * per
+    held_out = boxes_at_once(evaluation_concurrency, rows)[0] if evaluation_concurrency else 0
+    counted = f"{trainers} trainer processes x {per} boxes"
+    if held_out:
+        counted += f" + {held_out} for rank 0's held-out evaluation (evaluation.concurrency)"
+    return (
+        trainers * per + held_out,
+        f"{counted} need {trainers * per + held_out} {SLOT} (each process: {how})",
+    )
+
+
+def slot_shortage(
+    nodes: list[dict[str, Any]],
+    trainers: int,
+    max_concurrency: int,
+    rows: Iterable[Mapping[str, Any]],
+    evaluation_concurrency: int = 0,
+) -> str | None:
+    """Why the live machines of `nodes` (`ray.nodes()`) cannot hold every box the run holds at once
+    (`slots_needed`), naming the field; None when they can. The launcher and `train_areal.py --check` both
+    ask this."""
+    need, counted = slots_needed(trainers, max_concurrency, rows, evaluation_concurrency)
     slots = sum(n.get("Resources", {}).get(SLOT, 0) for n in nodes if n.get("Alive"))
     if slots >= need:
         return None
+    lower = "sandbox.max_concurrency" + (" or evaluation.concurrency" if evaluation_concurrency else "")
     return (
-        f"sandbox.max_concurrency: {trainers} trainer processes x {per} boxes need {need} {SLOT} (each "
-        f"process: {how}), and the Ray cluster's live nodes offer {slots:g}: let more sandbox machines join "
-        f"(`ray start --address ... --resources '{{\"{SLOT}\": N}}'`) or lower sandbox.max_concurrency"
+        f"sandbox.max_concurrency: {counted}, and the Ray cluster's live nodes offer {slots:g}: let more "
+        f"sandbox machines join (`ray start --address ... --resources '{{\"{SLOT}\": N}}'`) or lower {lower}"
     )
+
+
+async def _awaited(ref: Any) -> Any:
+    return await ref
 
 
 def _ray():
@@ -352,9 +381,39 @@ class RayBackend(Backend):
                 raise SandboxStartError(f"a box's actor died while it started the box ({exc})") from None
             raise
 
+    async def _placed(self, actor: Any, what: str, timeout_s: float | None = None) -> None:
+        """Until Ray placed `actor` on a machine with a free slot, saying so every SLOT_WAIT_SAY_EVERY_S (a run
+        whose boxes all wait shows why); SandboxStartError past `timeout_s`."""
+        ready = asyncio.ensure_future(_awaited(actor.__ray_ready__.remote()))
+        start = time.monotonic()
+        try:
+            while True:
+                left = None if timeout_s is None else timeout_s - (time.monotonic() - start)
+                step = SLOT_WAIT_SAY_EVERY_S if left is None else max(0.0, min(left, SLOT_WAIT_SAY_EVERY_S))
+                done, _ = await asyncio.wait({ready}, timeout=step)
+                if done:
+                    return ready.result()
+                waited = time.monotonic() - start
+                if timeout_s is not None and waited >= timeout_s:
+                    raise SandboxStartError(
+                        f"sandbox.acquire_timeout_s: no {SLOT} of the Ray cluster came free in {timeout_s:.0f} s "
+                        f"for {what}"
+                    )
+                log.warning(
+                    f"{what} waits for a free {SLOT} of the Ray cluster ({waited:.0f} s): every slot is held "
+                    f"(`ray status` lists them; `train_areal.py --check` counts what the run needs)"
+                )
+        finally:
+            ready.cancel()
+
     async def start(self, spec: SandboxSpec) -> Sandbox:
         actor = await self._keeper(BoxKeeper)
-        box_id, host = await self._started(actor, actor.start.remote(spec))
+
+        async def start() -> tuple[str, str]:
+            await self._placed(actor, "a desktop box")
+            return await actor.start.remote(spec)
+
+        box_id, host = await self._started(actor, start())
         self._actors[box_id] = actor
         sb = Sandbox(id=box_id, backend=self, client=RayBoxClient(actor, box_id, host), spec=spec)
         sb.meta["host"] = host
@@ -369,13 +428,7 @@ class RayBackend(Backend):
         actor = await self._keeper(RepoKeeper)
 
         async def start() -> dict[str, Any]:
-            try:
-                await asyncio.wait_for(actor.__ray_ready__.remote(), slot_timeout_s)
-            except TimeoutError:
-                raise SandboxStartError(
-                    f"sandbox.acquire_timeout_s: no {SLOT} of the Ray cluster came free in {slot_timeout_s:.0f} s "
-                    "for a repository box"
-                ) from None
+            await self._placed(actor, "a repository box", slot_timeout_s)
             return await actor.start.remote(spec, for_scoring)
 
         started = await self._started(actor, start())

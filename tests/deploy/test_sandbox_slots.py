@@ -47,6 +47,21 @@ def test_the_launcher_counts_the_trainers_default_max_concurrency():
         check_capacity(cfg, slots(2))
 
 
+def test_rank_0s_held_out_evaluation_needs_slots_beside_the_trainers_boxes():
+    """Rank 0 plays the held-out rows while every trainer's pool keeps its boxes (idle ones hold their
+    slots too): 2 trainers x 4 desktops + 3 evaluation desktops = 11 slots. Counting only the trainers'
+    let a run start that waited for good on its first evaluation."""
+    cfg = launcher_config(
+        *CPU_RUN, "sandbox.backend=ray", "evaluation.enabled=true", "evaluation.concurrency=3"
+    )
+    check_capacity(cfg, slots(6, 5))
+    with pytest.raises(
+        RayLaunchError, match=r"\+ 3 for rank 0's held-out evaluation \(evaluation\.concurrency\) need 11"
+    ):
+        check_capacity(cfg, slots(5, 5))
+    check_capacity(launcher_config(*CPU_RUN, "sandbox.backend=ray", "evaluation.enabled=false"), slots(4, 4))
+
+
 def preflight(tmp_path, *overrides: str, **ray: Any) -> tuple[list[str], list[str]]:
     cfg = load(tmp_path, "sandbox.backend=ray", *overrides)
     rows = load_task_rows(REPO / cfg.tasks.train_path, cfg.tasks.train_split, list(cfg.tasks.task_ids))
@@ -63,6 +78,12 @@ def test_the_check_compares_the_clusters_slots_by_the_launchers_rule(tmp_path):
     problems, notes = preflight(tmp_path, "sandbox.max_concurrency=2", ray_nodes=slots(1, 1))
     assert not any("sandbox" in p for p in problems)
     assert any("offer 2 sandbox_slots; the run holds 2 at most" in n for n in notes), notes
+    evaluated = ("sandbox.max_concurrency=2", "evaluation.enabled=true", "evaluation.concurrency=2")
+    problems, _ = preflight(tmp_path, *evaluated, ray_nodes=slots(1, 2))
+    assert any("need 4 sandbox_slots" in p and "evaluation.concurrency" in p for p in problems), problems
+    problems, notes = preflight(tmp_path, *evaluated, ray_nodes=slots(2, 2))
+    assert not any("sandbox" in p for p in problems)
+    assert any("the run holds 4 at most" in n for n in notes), notes
 
 
 def test_the_check_says_it_skipped_the_slots_and_why_when_no_cluster_answers(tmp_path):

@@ -317,7 +317,9 @@ def test_cua_grpo_multinode_over_two_ray_nodes(
     first = vllm_servers["untied"]
     second = start_vllm(MODELS["untied"], artefacts)  # the second node's server: the same model
     cluster = LocalRayCluster()
-    slots = {SLOT: 2 * 2}  # 2 ranks x the rehearsal's sandbox.max_concurrency
+    # 2 ranks x the rehearsal's sandbox.max_concurrency, + its evaluation.concurrency: rank 0's held-out
+    # evaluation plays while both pools keep their boxes (with 4 slots it waited for good)
+    slots = {SLOT: 2 * 2 + 2}
     try:
         # the Ray nodes start while the second server loads (about half a minute of two cores either way)
         nodes = [cluster.start_node("head", cpus=1, gpus=1), cluster.start_node("worker", cpus=1, gpus=1)]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox.backends import ray_hosts
 from sandbox.backends.docker import DockerBackend, default_docker_host
 from sandbox.backends.ray_hosts import SLOT, RayBackend
 from sandbox.base import SandboxSpec, broken_from_inside
@@ -111,13 +112,20 @@ def test_a_trainers_boxes_land_on_the_sandbox_machine_not_in_its_placement_group
     assert on(engines, "ray-pg") == {"trainer": 0, "sandboxes": 0}
 
 
-async def test_a_box_waits_for_a_free_slot_and_errors_keep_their_type(cluster, engines):
+async def test_a_box_waits_for_a_free_slot_saying_so_and_errors_keep_their_type(
+    cluster, engines, monkeypatch, caplog
+):
+    monkeypatch.setattr(ray_hosts, "SLOT_WAIT_SAY_EVERY_S", 2.0)
     backend = RayBackend(run_id="ray-slots")
     boxes = [await backend.start(SPEC) for _ in range(SLOTS)]
     try:
         third = asyncio.ensure_future(backend.start(SPEC))
         await asyncio.sleep(5)
         assert not third.done() and on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
+        said = [r.getMessage() for r in caplog.records if r.name == ray_hosts.__name__]
+        assert any(m.startswith(f"a desktop box waits for a free {SLOT} of the Ray cluster") for m in said), (
+            said
+        )
         await backend.stop(boxes.pop())
         boxes.append(await asyncio.wait_for(third, 60))
         assert on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
