@@ -12,7 +12,9 @@ discovery) and replaces what touches the server:
   verifies tied-embedding models (see `weight_sync`);
 - a server that stops answering (restart, crash, hang) is waited for, bounded by `recovery_timeout_s`;
   when it answers again its served version is checked and, if it lost our weights (a restarted server
-  serves the base model), the current weights are pushed again before it generates;
+  serves the base model), the current weights are pushed again before it generates; the weights owner
+  also asks every server what it serves every SERVER_CHECK_EVERY_S, so a restart that none of its own
+  requests met (another rank's did, or none was in flight) is caught too;
 - with LoRA (`serve_lora`), updates load the adapter under a versioned name and requests name the adapter
   of their weight version (see `adapter_sync`).
 
@@ -97,6 +99,7 @@ FOLLOW_TIMEOUT_S = 60.0  # a follower's wait for the owner's record of a version
 # finish reasons after which a generation is complete; "abort" means the server was paused mid-request.
 _DONE = ("stop", "length", "tool_calls")
 RECOVERY_TIMEOUT_S = 300.0
+SERVER_CHECK_EVERY_S = 5.0  # the weights owner asks each server which weights it serves this often
 
 
 class StockVLLMBackend(VLLMBackend):
@@ -151,6 +154,8 @@ class StockVLLMEngine(RemoteInfEngine):
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self.counters = {"server_errors": 0, "server_recoveries": 0, "weight_repushes": 0, "stale_servers": 0}
         self._lora: _Lora | None = None
+        self._checker: threading.Thread | None = None
+        self._stop_checking = threading.Event()
 
     def serve_lora(self, lora_name: str, keep_versions: int, initial_adapter: str | None = None) -> None:
         """Weight updates are LoRA adapters from now on. Version 0 is `initial_adapter`, the trainer's fresh
@@ -222,7 +227,32 @@ class StockVLLMEngine(RemoteInfEngine):
         leaves its servers paused, and nothing would ever generate."""
         result = super().initialize(*args, **kwargs)
         self.continue_generation()
+        if self.weights_owner:
+            self._checker = threading.Thread(target=self._check_servers, name="server-weights", daemon=True)
+            self._checker.start()
         return result
+
+    def _check_servers(self) -> None:
+        """The owner's watch (its own thread): a server that serves other weights than the current ones gets
+        them again within SERVER_CHECK_EVERY_S. A restart is otherwise seen only by a rank whose request
+        failed on it: when that was a follower, or no request was in flight, the server generated from the
+        base weights, under the current version, until the next update. A server that does not answer is
+        left to the episodes' recovery."""
+
+        async def watch() -> None:
+            try:
+                while not await asyncio.to_thread(self._stop_checking.wait, SERVER_CHECK_EVERY_S):
+                    for address in self.addresses:
+                        try:
+                            await self.ensure_current_weights(address)
+                        except (ServerUnavailableError, ServerRequestError):
+                            pass
+                        except Exception as exc:  # the watch never ends the run: the next round tries again
+                            log.warning(f"checking the weights {address} serves failed: {exc!r}")
+            finally:
+                await close_loop_session()
+
+        asyncio.run(watch())
 
     def pause_generation(self) -> None:
         """Before a weight update (AReaL's FSDP engine calls it): pause every server that answers. One
@@ -256,6 +286,9 @@ class StockVLLMEngine(RemoteInfEngine):
         return stats_tracker.export_all(reduce_group=None)
 
     def destroy(self) -> None:
+        self._stop_checking.set()
+        if self._checker is not None:
+            self._checker.join(timeout=60)  # a re-push under way ends first
         close_sessions_of_other_loops()  # the rollout thread's HTTP session, before its loop stops
         super().destroy()
         if not self.weights_owner:  # the servers' adapters and the weight directories are the owner's

@@ -21,9 +21,10 @@ from areal.api.workflow_api import RolloutWorkflow
 from areal.infra.workflow_executor import check_trajectory_format
 from areal.utils import name_resolve, names
 
-from cua_agent.inference.engine import StockVLLMEngine
+from cua_agent.inference.engine import SERVER_CHECK_EVERY_S, StockVLLMEngine
 from cua_agent.inference.local_server import MODELS, free_port
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
+from cua_agent.inference.weight_sync import update_servers_from_disk
 from tests.inference.reference import HFReference, chat_messages, screenshot
 
 pytestmark = pytest.mark.slow
@@ -147,6 +148,41 @@ def test_disk_update_via_areal_protocol_advances_served_version(engine, tmp_path
     engine.set_version(back.version)
     assert asyncio.run(_version(server)) == back.version
     assert not asyncio.run(_closing(engine.ensure_current_weights(server.address)))
+
+
+def _update_through(engine: StockVLLMEngine, path: Path) -> int:
+    """A weight update as AReaL's FSDP engine drives it (pause, update future, saved signal, resume)."""
+    meta = WeightUpdateMeta(type="disk", path=str(path), version=engine.get_version() + 1)
+    engine.pause_generation()
+    future = engine.update_weights_from_disk(meta)
+    key = names.update_weights_from_disk(
+        engine.config.experiment_name, engine.config.trial_name, engine.get_version()
+    )
+    name_resolve.add(key, str(time.time()), keepalive_ttl=120)
+    future.result(timeout=120)
+    engine.continue_generation()
+    engine.set_version(meta.version)
+    return meta.version
+
+
+def test_a_server_that_lost_the_weights_unseen_by_this_rank_gets_them_back(engine, tmp_path: Path):
+    """A restart that no request of the owner met (another rank's did, or none was in flight): the owner's
+    check of its servers pushes the current weights again within a few seconds. The restart is stood in for
+    by what a restarted server serves: the base model's weights, at version 0, loaded behind the engine's
+    back (a real restart is the training fault test's; here no request can see the server go)."""
+    server = VLLMServer(engine.addresses[0])
+    current = tmp_path / "current"
+    shutil.copytree(MODELS["untied"], current)  # the base weights, so later tests see the same model
+    version = _update_through(engine, current)
+    before = engine.counters["weight_repushes"]
+    asyncio.run(_closing(update_servers_from_disk([server], str(MODELS["untied"]), 0)))
+    seen = [asyncio.run(_version(server))]
+    deadline = time.monotonic() + 3 * SERVER_CHECK_EVERY_S + 60  # a reload of the tiny model takes seconds
+    while seen[-1] != version and time.monotonic() < deadline:
+        time.sleep(0.5)
+        seen.append(asyncio.run(_version(server)))
+    assert seen[0] == 0 and seen[-1] == version, seen
+    assert engine.counters["weight_repushes"] == before + 1
 
 
 async def _version(server: VLLMServer) -> int | None:
