@@ -53,6 +53,11 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
                     "inference.launch_local=false",
                     f'inference.addresses=["{proxy.address}"]',
                     "inference.recovery_timeout_s=400",
+                    # the held turn outlasts the recovery: it cannot time out (an infrastructure failure)
+                    # while the server restarts, so no step ends, and no weight update brings the server
+                    # current, before the recovery re-pushes the weights (a restart under CI load took 187 s,
+                    # past the default 180 s turn)
+                    "agent.turn_timeout_s=600",
                     "rollout.request_timeout=20",
                     "rollout.request_retries=2",
                     "tasks.task_ids=[miniwob/click-test,miniwob/click-button]",
