@@ -126,6 +126,31 @@ async def test_a_box_killed_by_the_engine_is_an_infrastructure_failure_not_a_rew
         await score(box, TASKS["repo/calc-add"].tests, fresh("repo/calc-add"))
 
 
+async def test_an_engine_kill_is_told_while_other_boxes_come_and_go(box_of, docker_backend):
+    """The engine's event log is read while other boxes' events are written: a read could come back short
+    and miss the kill (7 of 150 reads under this churn, podman 4.3), and the operator's kill was scored as
+    the policy breaking its box (CI: the test above, 'DID NOT RAISE')."""
+    box = await box_of("repo/calc-add")
+    await asyncio.to_thread(docker_backend.docker.containers.get(box.id).kill)
+    stop = asyncio.Event()
+
+    async def churn() -> None:
+        while not stop.is_set():
+            async with repo_box(docker_backend, TASKS["repo/calc-add"].spec):
+                pass
+
+    churning = asyncio.create_task(churn())
+    try:
+        told = []
+        for _ in range(80):
+            told.append((await asyncio.to_thread(docker_backend.state, box.id)).killed_through_engine)
+            await asyncio.sleep(0.02)
+    finally:
+        stop.set()
+        await churning
+    assert all(told), f"the kill was missed in {told.count(False)} of {len(told)} reads"
+
+
 async def test_repo_boxes_are_isolated_and_labelled_like_desktop_boxes(box_of, docker_backend):
     box = await box_of("repo/calc-add")
     attrs = docker_backend.docker.containers.get(box.id).attrs
