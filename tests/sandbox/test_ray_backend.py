@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -112,20 +113,33 @@ def test_a_trainers_boxes_land_on_the_sandbox_machine_not_in_its_placement_group
     assert on(engines, "ray-pg") == {"trainer": 0, "sandboxes": 0}
 
 
+class Said(logging.Handler):
+    """What a module's own logger says (AReaL's logging replaces the root logger, so pytest's caplog, on the
+    root of the moment, misses modules whose loggers hang off an older one)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def test_a_box_waits_for_a_free_slot_saying_so_and_errors_keep_their_type(
-    cluster, engines, monkeypatch, caplog
+    cluster, engines, monkeypatch
 ):
     monkeypatch.setattr(ray_hosts, "SLOT_WAIT_SAY_EVERY_S", 2.0)
+    said = Said()
+    monkeypatch.setattr(ray_hosts.log, "disabled", False)
+    ray_hosts.log.addHandler(said)
     backend = RayBackend(run_id="ray-slots")
     boxes = [await backend.start(SPEC) for _ in range(SLOTS)]
     try:
         third = asyncio.ensure_future(backend.start(SPEC))
         await asyncio.sleep(5)
         assert not third.done() and on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
-        said = [r.getMessage() for r in caplog.records if r.name == ray_hosts.__name__]
-        assert any(m.startswith(f"a desktop box waits for a free {SLOT} of the Ray cluster") for m in said), (
-            said
-        )
+        waits = f"a desktop box waits for a free {SLOT} of the Ray cluster"
+        assert any(line.startswith(waits) for line in said.lines), said.lines
         await backend.stop(boxes.pop())
         boxes.append(await asyncio.wait_for(third, 60))
         assert on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
@@ -133,9 +147,43 @@ async def test_a_box_waits_for_a_free_slot_saying_so_and_errors_keep_their_type(
             await boxes[0].reset("miniwob/no-such-task", 0)
         assert 400 <= bad.value.status < 500
     finally:
+        ray_hosts.log.removeHandler(said)
         for sb in boxes:
             await backend.stop(sb)
     assert on(engines, "ray-slots") == {"trainer": 0, "sandboxes": 0}
+
+
+async def test_placement_never_exceeds_a_machines_slots_while_boxes_come_and_go(cluster, engines):
+    """Twice as many episodes as slots, each starting, using and removing boxes as fast as it can: the
+    sandbox machine's engine, sampled all along, never runs more boxes than its slots, the trainer's none."""
+    backend = RayBackend(run_id="ray-churn")
+    stop = asyncio.Event()
+    starts = 0
+
+    async def episodes() -> None:
+        nonlocal starts
+        while not stop.is_set():
+            sb = await backend.start(SPEC)
+            starts += 1
+            try:
+                await sb.screenshot()
+                await asyncio.sleep(1.0)  # an episode's while: long enough that the slots fill up
+            finally:
+                await backend.stop(sb)
+
+    running = [asyncio.create_task(episodes()) for _ in range(2 * SLOTS)]
+    seen = []
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 20:
+            seen.append(await asyncio.to_thread(on, engines, "ray-churn"))
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.gather(*running)
+    assert starts >= 3 * SLOTS, f"the boxes hardly churned: {starts} starts"
+    assert max(s["sandboxes"] for s in seen) == SLOTS and max(s["trainer"] for s in seen) == 0, seen
+    assert on(engines, "ray-churn") == {"trainer": 0, "sandboxes": 0}
 
 
 async def test_a_box_whose_actor_dies_is_an_infrastructure_failure_and_is_reaped(cluster, engines):
