@@ -399,10 +399,15 @@ class RayBackend(Backend):
                         f"sandbox.acquire_timeout_s: no {SLOT} of the Ray cluster came free in {timeout_s:.0f} s "
                         f"for {what}"
                     )
-                log.warning(
-                    f"{what} waits for a free {SLOT} of the Ray cluster ({waited:.0f} s): every slot is held "
-                    f"(`ray status` lists them; `train_areal.py --check` counts what the run needs)"
+                free = await asyncio.to_thread(lambda: _ray().available_resources().get(SLOT, 0))
+                why = (
+                    f"every {SLOT} is held (`ray status` lists them; `train_areal.py --check` counts what the "
+                    "run needs)"
+                    if free < 1
+                    else f"{free:g} {SLOT} are free: Ray is still starting the box's actor process (on few "
+                    "cores, many starts at once take a while)"
                 )
+                log.warning(f"{what} has waited {waited:.0f} s for Ray to place it: {why}")
         finally:
             ready.cancel()
 
