@@ -111,10 +111,6 @@ def slot_shortage(
     )
 
 
-async def _awaited(ref: Any) -> Any:
-    return await ref
-
-
 def _ray():
     import ray  # only where this backend is used: the trainer's environment has it, box images do not
 
@@ -384,7 +380,7 @@ class RayBackend(Backend):
     async def _placed(self, actor: Any, what: str, timeout_s: float | None = None) -> None:
         """Until Ray placed `actor` on a machine with a free slot, saying so every SLOT_WAIT_SAY_EVERY_S (a run
         whose boxes all wait shows why); SandboxStartError past `timeout_s`."""
-        ready = asyncio.ensure_future(_awaited(actor.__ray_ready__.remote()))
+        ready = asyncio.ensure_future(actor.__ray_ready__.remote())  # an ObjectRef is awaitable
         start = time.monotonic()
         try:
             while True:
@@ -392,7 +388,8 @@ class RayBackend(Backend):
                 step = SLOT_WAIT_SAY_EVERY_S if left is None else max(0.0, min(left, SLOT_WAIT_SAY_EVERY_S))
                 done, _ = await asyncio.wait({ready}, timeout=step)
                 if done:
-                    return ready.result()
+                    ready.result()  # raises what the placement raised (an actor that died)
+                    return
                 waited = time.monotonic() - start
                 if timeout_s is not None and waited >= timeout_s:
                     raise SandboxStartError(

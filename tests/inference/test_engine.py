@@ -136,17 +136,8 @@ def test_disk_update_via_areal_protocol_advances_served_version(engine, tmp_path
     # back on the server the next time a request failed (seen: a later test's parity check failed).
     restore = tmp_path / "weight_update_restore"
     shutil.copytree(MODELS["untied"], restore)
-    back = WeightUpdateMeta(type="disk", path=str(restore), version=meta.version + 1)
-    engine.pause_generation()
-    future = engine.update_weights_from_disk(back)
-    key = names.update_weights_from_disk(
-        engine.config.experiment_name, engine.config.trial_name, engine.get_version()
-    )
-    name_resolve.add(key, str(time.time()), keepalive_ttl=120)
-    future.result(timeout=120)
-    engine.continue_generation()
-    engine.set_version(back.version)
-    assert asyncio.run(_version(server)) == back.version
+    back = _update_through(engine, restore)
+    assert back == meta.version + 1 and asyncio.run(_version(server)) == back
     assert not asyncio.run(_closing(engine.ensure_current_weights(server.address)))
 
 
