@@ -313,8 +313,9 @@ preflight_budget() {
   # unless they were there before (a running stack of this project keeps its own).
   local was_up; was_up=$(project_networks)
   # deploy/compile_check.py first: the image must run a compiled function (C compiler), not only import.
-  compose run --rm --no-deps -T --entrypoint bash -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
-    -c 'python deploy/compile_check.py && exec python train_areal.py "$@"' check \
+  # Both in one interpreter: the check's imports (torch, AReaL) are the estimate's, ~8 s saved.
+  compose run --rm --no-deps -T --entrypoint python -e HF_HOME=/tmp/hf -e HF_HUB_OFFLINE=0 trainer \
+    -c 'import runpy, sys; runpy.run_path("deploy/compile_check.py", run_name="__main__"); sys.argv[0] = "train_areal.py"; runpy.run_path("train_areal.py", run_name="__main__")' \
     --config "$config" --check ${gpu_gib:+--gpu-memory-gib "$gpu_gib"} --host-memory-gib "$host_gib" \
     "${overrides[@]}" >&2 || rc=$?
   if [ -z "$was_up" ]; then
