@@ -30,10 +30,11 @@ ONE_STEP = [
     "tasks.task_ids=[miniwob/click-test]",
     "agent.group_size=2",
     "agent.min_group_size=2",
-    "agent.max_turns=2",
+    "agent.max_turns=1",
     "agent.max_new_tokens=24",  # shorter than a click tool call: every answer is malformed, every
     "agent.filter_equal_reward_groups=false",  # group's rewards equal: the filter would skip 16 groups first
     "sandbox.max_concurrency=2",
+    "rollout.max_concurrent_rollouts=1",  # the step's group alone (a second one in flight: ~10 s more)
 ]
 
 
@@ -238,22 +239,23 @@ def test_ctrl_c_during_a_podman_command_stops_a_stack_started_with_sigint_ignore
 
 
 def test_sigterm_during_training_then_ctrl_c_during_the_cleanup_stop_the_stack(tmp_path):
-    """SIGTERM to the group (systemd, a scheduler) while the trainer trains; then Ctrl-C after Ctrl-C while
-    the script stops the stack: the trainer still gets its graceful stop (podman's own SIGINT handling once
-    aborted `podman stop`, and the trainer was killed), and nothing is left half stopped."""
+    """SIGTERM to the group (systemd, a scheduler) while the trainer trains (its first episodes in their
+    boxes); then Ctrl-C after Ctrl-C while the script stops the stack: the trainer still gets its graceful
+    stop (podman's own SIGINT handling once aborted `podman stop`, and the trainer was killed), and nothing
+    is left half stopped, the boxes of the episodes in flight included."""
     stack = Stack(tmp_path, [*ONE_STEP, "total_train_steps=50"])
     training_log = stack.outputs / "cua-local" / "logs" / "training.log"
     try:
+        # vLLM first: before it starts, the preflight's throwaway trainer container (`compose run`) also
+        # has the trainer's labels, and the hostname of that one owns no box
+        stack.wait_for("vllm", timeout=300)
         trainer = stack.wait_for("trainer", timeout=600)
         host = podman("inspect", "-f", "{{.Config.Hostname}}", trainer)
+        # Training: the trainer's episodes have boxes (no need to wait for a whole step: ~45 s on 2 cores)
         deadline = time.monotonic() + 300
-        while "Train step 1/" not in (
-            training_log.read_text(errors="replace") if training_log.exists() else ""
-        ):
-            assert time.monotonic() < deadline and stack.proc.poll() is None, (
-                f"no training step:\n{stack.tail()}"
-            )
-            time.sleep(1)
+        while not podman("ps", "-q", "--filter", f"label=cua.owner_host={host}"):
+            assert time.monotonic() < deadline and stack.proc.poll() is None, f"no episode:\n{stack.tail()}"
+            time.sleep(0.5)
         stack.wait_for_process("podman inspect", timeout=60)  # the training loop's poll, a podman child
         os.killpg(stack.proc.pid, signal.SIGTERM)
         stack.wait_for_log("stopping the stack", timeout=30)
