@@ -115,7 +115,7 @@ yaml_value() {
 
 # How long the trainer container gets to stop after SIGTERM: the ranks' own deadline from the signal
 # (checkpoint.stop_timeout_s: the step's update, its checkpoint, the exit), then torchrun's margin after it
-# (LAUNCHER_MARGIN_S, cua_agent/train/stopping.py), then the container's own exit.
+# (LAUNCHER_MARGIN_S, cua_agent/train/cli.py), then the container's own exit.
 trainer_stop_s() {
   local t; t="$(yaml_value "$config" checkpoint stop_timeout_s)"; t="${t%%.*}"
   echo $(( ${t:-60} + 90 ))

@@ -50,7 +50,7 @@ from areal.infra.launcher import ray as areal_ray
 from areal.infra.utils.launcher import JobException, JobState, get_scheduling_spec
 from areal.utils import logging
 
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S
+from cua_agent.train.cli import LAUNCHER_MARGIN_S
 from sandbox.backends.ray_hosts import slot_shortage
 
 GIB = 1024**3

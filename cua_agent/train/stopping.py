@@ -16,10 +16,6 @@ from areal.utils import logging
 
 log = logging.getLogger("StopDeadline")
 
-# What a launcher (torchrun, Ray) waits for its trainers beyond their own deadline (checkpoint.stop_timeout_s)
-# before it kills them: their exit after the stop (sandboxes removed, process group torn down).
-LAUNCHER_MARGIN_S = 60
-
 
 class StopTraining(BaseException):
     """SIGINT/SIGTERM: the run stops at a consistent point (between steps, or abandoning a rollout).

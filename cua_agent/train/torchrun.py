@@ -17,14 +17,13 @@ import sys
 import threading
 from typing import Any
 
-from cua_agent.train.cli import read_config
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S
+from cua_agent.train.cli import LAUNCHER_MARGIN_S, stop_timeout_s
 
 
 def shutdown_grace_s(train_argv: list[str]) -> float:
     """How long torchrun waits for its workers after forwarding a stop signal: the training config's
     `checkpoint.stop_timeout_s` + `LAUNCHER_MARGIN_S`."""
-    return float(read_config(train_argv).checkpoint.stop_timeout_s) + LAUNCHER_MARGIN_S
+    return stop_timeout_s(train_argv) + LAUNCHER_MARGIN_S
 
 
 def split(argv: list[str]) -> tuple[list[str], list[str]]:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator, FormatChecker
 
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S as MARGIN_S
+from cua_agent.train.cli import LAUNCHER_MARGIN_S as MARGIN_S
 from sandbox.base import cua_home
 from tests.deploy.stack import (
     COMPOSE_FILE,

@@ -14,6 +14,7 @@ from areal.infra.launcher import ray as areal_ray
 from areal.infra.utils.launcher import JobException, JobState
 
 from cua_agent.inference.local_server import REPO
+from cua_agent.train.cli import LAUNCHER_MARGIN_S
 from cua_agent.train.launch_ray import (
     GIB,
     CompletingRayLauncher,
@@ -21,7 +22,6 @@ from cua_agent.train.launch_ray import (
     check_capacity,
     check_config,
 )
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S
 
 CPU_RUN = [
     "allocation_mode=fsdp:d2",

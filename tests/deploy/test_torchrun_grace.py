@@ -6,13 +6,16 @@ SIGTERM a `docker stop` gives the container: both finish."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S as MARGIN_S
+from cua_agent.inference.local_server import REPO
+from cua_agent.train.cli import LAUNCHER_MARGIN_S as MARGIN_S
+from cua_agent.train.cli import read_config
 from cua_agent.train.torchrun import shutdown_grace_s
 from tests.deploy.slow_stop_worker import STOP_S
 from tests.training.harness import Training, left_behind
@@ -25,6 +28,27 @@ TRAIN_ARGS = ["--config", "configs/local_cpu.yaml", "checkpoint.stop_timeout_s=2
 def test_the_grace_is_the_configs_stop_timeout_plus_a_margin():
     assert shutdown_grace_s(TRAIN_ARGS) == 20 + MARGIN_S
     assert shutdown_grace_s(["--config", "configs/cua_grpo.yaml", "--resume"]) > 30
+
+
+def test_the_grace_is_read_without_loading_areal_and_agrees_with_the_whole_config(tmp_path: Path):
+    """The launcher reads the stop timeout before it starts the ranks: with OmegaConf alone (AReaL's loader
+    cost ~4 s of CPU at every start), as the whole config has it, the config's default included."""
+    shipped = sorted(str(p.relative_to(REPO)) for p in (REPO / "configs").glob("*.yaml"))
+    bare = tmp_path / "bare.yaml"  # sets no stop timeout: the dataclass default
+    bare.write_text("\n".join(line for line in (REPO / TRAIN_ARGS[1]).read_text().splitlines()
+                              if "stop_timeout_s" not in line))  # fmt: skip
+    for argv in [
+        *(["--config", c] for c in shipped),
+        ["--config", "configs/cua_grpo.yaml", "--resume", "++checkpoint.stop_timeout_s=75"],
+        ["--config", str(bare)],
+    ]:
+        assert shutdown_grace_s(argv) == read_config(argv).checkpoint.stop_timeout_s + MARGIN_S, argv
+    probe = "import sys; from cua_agent.train.torchrun import shutdown_grace_s as g; g(sys.argv[1:]); "
+    probe += "print('areal' in sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe, *TRAIN_ARGS], cwd=REPO, capture_output=True, text=True
+    )
+    assert loaded.stdout.strip() == "False", loaded.stdout + loaded.stderr
 
 
 def test_workers_that_need_longer_than_30s_to_stop_are_not_killed(tmp_path: Path):
