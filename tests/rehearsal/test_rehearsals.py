@@ -5,9 +5,10 @@ users launch it: the compose stack's entry point (`python -m cua_agent.train.tor
 configs, our Ray launcher across two Ray nodes for the multi-node one, train_areal.py itself for one GPU.
 
 Each rehearsal trains 2 GRPO steps at 2 trainer ranks (the single-GPU config at its 1) with a held-out
-evaluation after step 2, takes SIGTERM during step 3 and stops within the config's
+evaluation after step 2. All but the 8B config's (whose stop and resume take cua_grpo.yaml's path:
+torchrun, full weights) then take SIGTERM during step 3 and stop within the config's
 checkpoint.stop_timeout_s: at once while step 3 waits for its episodes (checkpoint of step 2), or after
-step 3's update and its checkpoint when the signal comes during it. Then it resumes at the step after the
+step 3's update and its checkpoint when the signal comes during it. Then each resumes at the step after the
 checkpoint and trains to step 4. Throughout:
 - the step metrics (steps.jsonl) are what both ranks' rollouts*.jsonl hold for the groups each step
   consumed (trained, or filtered while its batch was collected), and both ranks' groups are counted;
@@ -38,9 +39,8 @@ from cua_agent.config import CUAGRPOConfig
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, VLLMProcess, start_vllm
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.rollout.outcomes import rates, tally
-from cua_agent.train.cli import read_config
+from cua_agent.train.cli import LAUNCHER_MARGIN_S, read_config
 from cua_agent.train.rehearsal import describe, overrides, ranks_of
-from cua_agent.train.stopping import LAUNCHER_MARGIN_S
 from sandbox.backends.docker import DockerBackend
 from sandbox.backends.ray_hosts import SLOT
 from tests.conftest import SERVER_START_TIMEOUT_S
@@ -86,7 +86,7 @@ class Stack:
 
 
 def rehearsal_args(
-    config_path: str, stack: Stack, exp: Path, coverage: list[str]
+    config_path: str, stack: Stack, exp: Path, coverage: list[str], steps: int = STEPS
 ) -> tuple[CUAGRPOConfig, list[str]]:
     """The rehearsal's overrides (printed), then what this test covers beyond the shipped file."""
     config = read_config(["--config", config_path])
@@ -98,7 +98,7 @@ def rehearsal_args(
     )
     covered = {a.split("=", 1)[0] for a in coverage}
     return config, [o.arg for o in found if o.key not in covered] + coverage + [
-        f"++total_train_steps={STEPS}"
+        f"++total_train_steps={steps}"
     ]  # ++: the GPU configs set epochs only
 
 
@@ -125,7 +125,6 @@ class Rehearsed:
     steps: dict[int, dict]
     episodes: list[dict]
     logs: str  # rank 0's training.log of both runs
-    stopped_in_s: float
 
 
 def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()) -> Rehearsed:  # type: ignore[assignment]
@@ -176,7 +175,23 @@ def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()
         f"{config_path}: SIGTERM in step 3 {phase}, stopped in {stopped_in:.1f}s; resumed at step "
         f"{rest[0] + 1}; {stopped.elapsed_s + resumed.elapsed_s:.0f}s in all, {len(episodes)} episodes"
     )
-    return Rehearsed(exp, config, steps_of(exp), episodes, log, stopped_in)
+    return Rehearsed(exp, config, steps_of(exp), episodes, log)
+
+
+def train_through(config_path: str, stack: Stack, tmp: Path, coverage: list[str]) -> Rehearsed:
+    """2 steps and the held-out evaluation after step 2, without the stop and resume: for a config whose
+    stop and resume take the path another rehearsal covers (torchrun, full weights: cua_grpo.yaml's)."""
+    exp = tmp / "exp"
+    config, args = rehearsal_args(config_path, stack, exp, coverage, steps=2)
+    run = wait_training(
+        launch(config_path, config, args, tmp / "run.log", stack), tmp / "run.log", time.monotonic()
+    )
+    assert run.rc == 0, f"exit {run.rc}:\n{run.tail()}"
+    assert stack.boxes(run.pids) == [] and boxes_of(run.pids) == [] and left_behind(run) == []
+    episodes = [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
+    print(f"{config_path}: 2 steps in {run.elapsed_s:.0f}s, {len(episodes)} episodes")
+    log = (exp / "logs" / "training.log").read_text(errors="replace")
+    return Rehearsed(exp, config, steps_of(exp), episodes, log)
 
 
 def assert_step_metrics_are_the_rollouts(r: Rehearsed) -> None:
@@ -240,7 +255,7 @@ def test_cua_grpo_qwen3vl_8b(qwen3_vl_servers, tmp_path: Path):
     server = qwen3_vl_servers["untied"].address
     coverage = ["saver.freq_steps=2"]  # an HF save within the rehearsal's steps (the config saves per epoch)
     try:
-        r = rehearse("configs/cua_grpo_qwen3vl_8b.yaml", Stack([server]), tmp_path, coverage)
+        r = train_through("configs/cua_grpo_qwen3vl_8b.yaml", Stack([server]), tmp_path, coverage)
     finally:
         restore(server, QWEN3_VL_MODELS["untied"], tmp_path)
     assert_step_metrics_are_the_rollouts(r)
