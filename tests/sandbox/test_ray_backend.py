@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,21 +30,43 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SandboxSpec()
 SLOTS = 2
+# How often the head's GCS checks that each node's raylet answers (Ray's default: 3 s). A lost machine is
+# known as lost after health_check_failure_threshold (5) failed checks in a row: ~15 s at Ray's default
+# period, ~5 s at this one. A check still fails only past health_check_timeout_ms (10 s, kept), so a live
+# node on a busy machine is not taken for lost.
+HEALTH_CHECK_PERIOD_MS = 1000
 
 
 @pytest.fixture(scope="module")
 def cluster(second_engine: str):
+    """One cluster for the module's tests (the last takes its sandbox machine away and brings it back)."""
     import ray
 
     c = LocalRayCluster()
     try:
-        c.start_node("trainer", cpus=2, gpus=0, env={"DOCKER_HOST": default_docker_host()})
-        c.start_node("sandboxes", cpus=0, gpus=0, resources={SLOT: SLOTS}, env={"DOCKER_HOST": second_engine})
-        ray.init(address=c.address, runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}, log_to_driver=False)
+        head_env = {
+            "DOCKER_HOST": default_docker_host(),
+            "RAY_health_check_period_ms": str(HEALTH_CHECK_PERIOD_MS),
+        }
+        c.start_node("trainer", cpus=2, gpus=0, env=head_env)
+        with ThreadPoolExecutor(1) as joins:  # the driver connects while the sandbox machine joins
+            joined = joins.submit(
+                c.start_node,
+                "sandboxes",
+                cpus=0,
+                gpus=0,
+                resources={SLOT: SLOTS},
+                env={"DOCKER_HOST": second_engine},
+            )
+            ray.init(
+                address=c.address, runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}, log_to_driver=False
+            )
+            joined.result()
         yield c
     finally:
         ray.shutdown()
-        left = c.stop()
+        # the workers are Ray's: nothing of theirs needs a grace (gcs_server and the raylets outlast any)
+        left = c.stop(grace_s=1)
     assert left == [], left
 
 
@@ -113,6 +136,18 @@ def test_a_trainers_boxes_land_on_the_sandbox_machine_not_in_its_placement_group
     assert on(engines, "ray-pg") == {"trainer": 0, "sandboxes": 0}
 
 
+async def started_together(backend: RayBackend, n: int) -> list:
+    """`n` boxes started at once; if any start fails, those that started are stopped."""
+    got = await asyncio.gather(*(backend.start(SPEC) for _ in range(n)), return_exceptions=True)
+    failed = [g for g in got if isinstance(g, BaseException)]
+    if failed:
+        for sb in got:
+            if not isinstance(sb, BaseException):
+                await backend.stop(sb)
+        raise failed[0]
+    return got
+
+
 class Said(logging.Handler):
     """What a module's own logger says (AReaL's logging replaces the root logger, so pytest's caplog, on the
     root of the moment, misses modules whose loggers hang off an older one)."""
@@ -128,20 +163,24 @@ class Said(logging.Handler):
 async def test_a_box_waits_for_a_free_slot_saying_so_and_errors_keep_their_type(
     cluster, engines, monkeypatch
 ):
-    monkeypatch.setattr(ray_hosts, "SLOT_WAIT_SAY_EVERY_S", 2.0)
+    monkeypatch.setattr(ray_hosts, "SLOT_WAIT_SAY_EVERY_S", 1.0)
     said = Said()
     monkeypatch.setattr(ray_hosts.log, "disabled", False)
     ray_hosts.log.addHandler(said)
     backend = RayBackend(run_id="ray-slots")
-    boxes = [await backend.start(SPEC) for _ in range(SLOTS)]
+    boxes = await started_together(backend, SLOTS)
     try:
+        said.lines.clear()  # what the third box's start says, not what the first ones' said
         third = asyncio.ensure_future(backend.start(SPEC))
-        await asyncio.sleep(5)
-        assert not third.done() and on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
         waits = f"Ray to place it: every {SLOT} is held"
-        assert any(line.startswith("a desktop box has waited") and waits in line for line in said.lines), (
-            said.lines
-        )
+
+        def said_it_waits() -> bool:
+            return any(line.startswith("a desktop box has waited") and waits in line for line in said.lines)
+
+        with contextlib.suppress(AssertionError):  # the assert below shows what was said instead
+            await until(said_it_waits)
+        assert said_it_waits(), said.lines
+        assert not third.done() and on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
         await backend.stop(boxes.pop())
         boxes.append(await asyncio.wait_for(third, 60))
         assert on(engines, "ray-slots") == {"trainer": 0, "sandboxes": SLOTS}
@@ -157,7 +196,8 @@ async def test_a_box_waits_for_a_free_slot_saying_so_and_errors_keep_their_type(
 
 async def test_placement_never_exceeds_a_machines_slots_while_boxes_come_and_go(cluster, engines):
     """Twice as many episodes as slots, each starting, using and removing boxes as fast as it can: the
-    sandbox machine's engine, sampled all along, never runs more boxes than its slots, the trainer's none."""
+    sandbox machine's engine, sampled all along (until the boxes have churned and filled every slot, then
+    while the episodes finish), never runs more boxes than its slots, the trainer's none."""
     backend = RayBackend(run_id="ray-churn")
     stop = asyncio.Event()
     starts = 0
@@ -169,20 +209,30 @@ async def test_placement_never_exceeds_a_machines_slots_while_boxes_come_and_go(
             starts += 1
             try:
                 await sb.screenshot()
-                await asyncio.sleep(1.0)  # an episode's while: long enough that the slots fill up
+                # an episode's while, long enough that the slots fill up; cut short once the sampling ends
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
             finally:
                 await backend.stop(sb)
 
+    seen: list[dict[str, int]] = []
+
+    def churned() -> bool:
+        return starts >= 3 * SLOTS and max((s["sandboxes"] for s in seen), default=0) >= SLOTS
+
     running = [asyncio.create_task(episodes()) for _ in range(2 * SLOTS)]
-    seen = []
+    ended = asyncio.gather(*running)
     try:
         began = time.monotonic()
-        while time.monotonic() - began < 20:
+        while not churned() and time.monotonic() - began < 60:
             seen.append(await asyncio.to_thread(on, engines, "ray-churn"))
             await asyncio.sleep(0.2)
     finally:
         stop.set()
-        await asyncio.gather(*running)
+        while not ended.done():  # the episodes' last boxes (those that waited for a slot) are sampled too
+            seen.append(await asyncio.to_thread(on, engines, "ray-churn"))
+            await asyncio.wait({ended}, timeout=0.2)
+        await ended
     assert starts >= 3 * SLOTS, f"the boxes hardly churned: {starts} starts"
     assert max(s["sandboxes"] for s in seen) == SLOTS and max(s["trainer"] for s in seen) == 0, seen
     assert on(engines, "ray-churn") == {"trainer": 0, "sandboxes": 0}
@@ -398,9 +448,9 @@ async def test_a_repository_box_that_finds_no_free_slot_in_time_fails_to_start(c
             await held.enter_async_context(repo_box_on_ray(backend, spec))
         began = time.monotonic()
         with pytest.raises(
-            SandboxStartError, match=r"^sandbox\.acquire_timeout_s: no sandbox_slots .* in 2 s"
+            SandboxStartError, match=r"^sandbox\.acquire_timeout_s: no sandbox_slots .* in 1 s"
         ):
-            await held.enter_async_context(repo_box_on_ray(backend, spec, slot_timeout_s=2.0))
+            await held.enter_async_context(repo_box_on_ray(backend, spec, slot_timeout_s=1.0))
         assert time.monotonic() - began < 10
     assert on(engines, "ray-repo-slots") == {"trainer": 0, "sandboxes": 0}
 
