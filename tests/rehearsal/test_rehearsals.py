@@ -49,6 +49,7 @@ from tests.inference.reference import PARITY_TOL
 from tests.training.harness import (
     Training,
     boxes_of,
+    episodes_of,
     left_behind,
     restore_weights,
     served_version,
@@ -170,7 +171,7 @@ def rehearse(config_path: str, stack: Stack, tmp: Path, coverage: list[str] = ()
         "the resumed run trains the steps after the checkpoint"
     )
     assert stack.boxes(resumed.pids) == [] and boxes_of(resumed.pids) == [] and left_behind(resumed) == []
-    episodes = [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
+    episodes = episodes_of(exp)
     print(
         f"{config_path}: SIGTERM in step 3 {phase}, stopped in {stopped_in:.1f}s; resumed at step "
         f"{rest[0] + 1}; {stopped.elapsed_s + resumed.elapsed_s:.0f}s in all, {len(episodes)} episodes"
@@ -188,7 +189,7 @@ def train_through(config_path: str, stack: Stack, tmp: Path, coverage: list[str]
     )
     assert run.rc == 0, f"exit {run.rc}:\n{run.tail()}"
     assert stack.boxes(run.pids) == [] and boxes_of(run.pids) == [] and left_behind(run) == []
-    episodes = [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
+    episodes = episodes_of(exp)
     print(f"{config_path}: 2 steps in {run.elapsed_s:.0f}s, {len(episodes)} episodes")
     log = (exp / "logs" / "training.log").read_text(errors="replace")
     return Rehearsed(exp, config, steps_of(exp), episodes, log)

@@ -208,6 +208,11 @@ def steps_of(exp: Path, pids: int | Iterable[int] | None = None) -> dict[int, di
     return records
 
 
+def episodes_of(exp: Path) -> list[dict]:
+    """Every rank's rollouts file (rollouts.jsonl, rollouts-rank1.jsonl, ...), episode by episode."""
+    return [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
+
+
 def boxes_of(pids: int | Iterable[int]) -> list[dict]:
     """The sandboxes of a run's processes (Run.pids, Training.pids) or of one process."""
     mine = {str(p) for p in _pids(pids) or ()}

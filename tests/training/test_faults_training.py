@@ -20,6 +20,7 @@ from sandbox.backends.docker import default_docker_host
 from tests.training.fault_proxy import FaultProxy
 from tests.training.harness import (
     boxes_of,
+    episodes_of,
     left_behind,
     served_version,
     start_training,
@@ -32,11 +33,6 @@ pytestmark = pytest.mark.slow
 
 # The restart comes during step 3; steps 4 and 5 generate on the restarted server.
 STEPS = 5
-
-
-def every_episode(exp: Path) -> list[dict]:
-    """Both trainer ranks' rollouts files."""
-    return [json.loads(line) for f in sorted(exp.glob("rollouts*.jsonl")) for line in f.open()]
 
 
 def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server(tmp_path: Path):
@@ -101,7 +97,7 @@ def test_a_run_survives_killed_sandboxes_and_a_failing_hanging_restarting_server
         steps = steps_of(exp, run.pids)
         assert sorted(steps) == list(range(STEPS))
         faults = {k: sum(s["faults"].get(k, 0) for s in steps.values()) for k in steps[STEPS - 1]["faults"]}
-        episodes = every_episode(exp)
+        episodes = episodes_of(exp)
         lost = [e for e in episodes if e["status"] == "infra_error"]
         assert proxy.counts["failed"] == 4 and proxy.counts["hung"] == 2
         assert proxy.counts["unreachable"] > 0, "the restart must have been seen by the run"
@@ -160,6 +156,6 @@ def test_a_run_whose_every_episode_fails_aborts_with_the_errors(vllm_servers, tm
     )
     assert "HTTP 500" in log or "500" in run.tail(200)
     assert steps_of(exp, run.pids) == {}
-    episodes = every_episode(exp)
+    episodes = episodes_of(exp)
     assert episodes and all(e["status"] == "infra_error" and e["advantage"] is None for e in episodes)
     assert boxes_of(run.pids) == [] and left_behind(run) == []
