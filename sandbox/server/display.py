@@ -12,6 +12,8 @@ import time
 
 from PIL import Image
 
+POINTER_SETTLE_S = 1.0  # how long a pointer action may take to land before it counts as failed
+
 
 class DisplayError(RuntimeError):
     pass
@@ -132,11 +134,13 @@ class Display:
         if expect_pointer is not None:
             vals = dict(line.split("=", 1) for line in out.split() if "=" in line)
             pos = (int(vals.get("X", -1)), int(vals.get("Y", -1)))
-            if pos != expect_pointer:
-                time.sleep(0.02)  # one re-check: a racing query, not a lost move, is the common case
+            # A query racing the move, not a lost move, is the common case: a loaded X server applies it late.
+            deadline = time.monotonic() + POINTER_SETTLE_S
+            while pos != expect_pointer and time.monotonic() < deadline:
+                time.sleep(0.02)
                 pos = self.pointer()
-                if pos != expect_pointer:
-                    raise DisplayError(f"pointer is at {pos}, expected {expect_pointer}")
+            if pos != expect_pointer:
+                raise DisplayError(f"pointer is at {pos}, expected {expect_pointer}")
             result["pointer"] = list(pos)
         return result
 
