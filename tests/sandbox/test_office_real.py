@@ -7,6 +7,8 @@ doing nothing scores 0 (checked at the start of the oracle's episode, before it 
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 REPO = Path(__file__).resolve().parents[2]
 ROWS = load_tasks(REPO / "tasks" / "office.jsonl")
 TASKS = list(dict.fromkeys(t.task_id for t in ROWS))
+BOXES = 4  # an office box mostly waits (LibreOffice starting, files saved): 4 at a time on 2 cores
+
+
+@pytest.fixture(scope="module")
+async def office_boxes(sandbox_setup: None, office_image: str) -> AsyncIterator[SandboxPool]:
+    """This module's 60-odd office episodes, BOXES at a time, on a backend of their own (closing a pool
+    removes every box of its backend's run, and the session's pools stay up)."""
+    from sandbox.backends.docker import DockerBackend
+
+    backend = DockerBackend(run_id=f"pytest-{os.getpid()}-office")
+    spec = SandboxSpec(image=office_image, memory_mb=1536)
+    pool = SandboxPool(backend, spec, max_size=BOXES, warm=BOXES, install_handlers=False)
+    await pool.start()
+    yield pool
+    await pool.close()
+    assert backend.list_boxes(run_id=backend.run_id) == []
+    backend.close()
 
 
 async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> dict[str, tuple[float, dict]]:
@@ -52,16 +71,16 @@ async def _gate(sb: Sandbox, task_id: str, seed: int) -> tuple[float, dict]:
     return noop["reward"], {**noop["info"], "screen": screen_problems(task, titles)}
 
 
-async def test_every_office_task_is_solved_by_its_oracle_and_not_by_a_wrong_attempt(office_pool):
+async def test_every_office_task_is_solved_by_its_oracle_and_not_by_a_wrong_attempt(office_boxes):
     apps = {t.split("/")[1].split("-")[0] for t in TASKS}
     assert len(TASKS) >= 30 and apps == {"calc", "writer", "impress", "editor", "terminal", "browser"}
     assert set(WRONG) == {t.split("/", 1)[1] for t in TASKS}
-    sem = asyncio.Semaphore(office_pool.max_size)
+    sem = asyncio.Semaphore(office_boxes.max_size)
     results: dict[tuple[str, str], tuple[float, dict]] = {}
 
     async def one(task_id: str, attempt: str) -> None:
         async with sem:
-            for played, r in (await _play(office_pool, task_id, 100003, attempt)).items():
+            for played, r in (await _play(office_boxes, task_id, 100003, attempt)).items():
                 results[task_id, played] = r
 
     await asyncio.gather(*(one(t, a) for t in TASKS for a in ("oracle", "wrong")))
@@ -77,12 +96,12 @@ async def test_every_office_task_is_solved_by_its_oracle_and_not_by_a_wrong_atte
     assert not free, f"doing nothing scored: {free}"
 
 
-async def test_an_office_box_serves_one_episode(office_pool):
+async def test_an_office_box_serves_one_episode(office_boxes):
     """LibreOffice runs macros and shell commands: a box that served an office episode is not reused."""
-    async with office_pool.sandbox(timeout=120) as sb:
+    async with office_boxes.sandbox(timeout=120) as sb:
         await sb.reset(TASKS[0], 1)
         first = sb.id
-    async with office_pool.sandbox(timeout=120) as sb:
+    async with office_boxes.sandbox(timeout=120) as sb:
         assert sb.id != first
 
 
