@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,39 @@ def reference_python() -> str:
 
 
 def run_driver(driver: str, tmp_path: Path, *args: str) -> dict:
-    out = subprocess.run(
+    return _results(_start(driver, tmp_path, *args))
+
+
+def run_sharded(driver: str, tmp_path: Path, n: int, shards: int = 2) -> dict:
+    """A driver whose seed loops take `seed in range(shard, n, shards)` run as `shards` processes at once
+    (one per core), their rows put together. Shard 0 also plays the one-off cases and gives every other
+    key; the other shards print only their rows. Each shard writes its files in a folder of its own."""
+    folders = [tmp_path / f"shard{shard}" for shard in range(shards)]
+    for folder in folders:
+        folder.mkdir()
+    running = [_start(driver, f, str(n), str(shard), str(shards)) for shard, f in enumerate(folders)]
+    results = [_results(p) for p in running]
+    return {**results[0], "rows": [row for result in results for row in result["rows"]]}
+
+
+def _start(driver: str, tmp_path: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
         [reference_python(), "-c", driver, str(tmp_path), *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
         env={"PYTHONPATH": str(REPO)},
-        timeout=120,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.splitlines()[-1])
+
+
+def _results(process: subprocess.Popen) -> dict:
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    return json.loads(stdout.splitlines()[-1])
 
 
 def libreoffice_saves(image: str, folder: Path, suffix: str = "xlsx") -> None:
@@ -46,17 +70,21 @@ def libreoffice_saves(image: str, folder: Path, suffix: str = "xlsx") -> None:
     out.chmod(0o777)
     engine = os.environ.get("CUA_CONTAINER_ENGINE", "podman")
     files = sorted(p.name for p in (folder / "in").glob(f"*.{suffix}"))
-    log = b""
-    for start in range(0, len(files), 50):  # one LibreOffice for a few hundred files may stop half-way
+
+    def save(batch: list[str]) -> bytes:
         done = subprocess.run(
             [engine, "run", "--rm", "--network", "none", "--entrypoint", "soffice", "-e", "HOME=/tmp"]
             + ["-v", f"{folder}:/lo", image, "--headless", "--convert-to", suffix, "--outdir", "/lo/out"]
-            + [f"/lo/in/{name}" for name in files[start : start + 50]],
+            + [f"/lo/in/{name}" for name in batch],
             check=True,
             capture_output=True,
             timeout=300,
         )
-        log += done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    # One LibreOffice for a few hundred files may stop half-way: batches of 50, two at a time (one per core).
+    with ThreadPoolExecutor(2) as batches:
+        log = b"".join(batches.map(save, [files[i : i + 50] for i in range(0, len(files), 50)]))
     for csv in (folder / "in").glob("*.csv"):
         shutil.copyfile(csv, out / csv.name)
     assert sorted(p.name for p in out.glob(f"*.{suffix}")) == files, log[-3000:]
