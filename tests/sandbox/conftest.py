@@ -49,11 +49,16 @@ async def local_pool(local_backend) -> AsyncIterator[SandboxPool]:
     assert local_backend.list_boxes(run_id=local_backend.run_id) == []
 
 
+def office_spec(image: str) -> SandboxSpec:
+    return SandboxSpec(image=image, memory_mb=1536)  # LibreOffice with a document open
+
+
 @pytest.fixture(scope="session")
 async def office_pool(docker_backend, office_image: str) -> AsyncIterator[SandboxPool]:
     """Office boxes (each serves one episode: the pool starts a fresh one per acquire)."""
-    spec = SandboxSpec(image=office_image, memory_mb=1536)
-    pool = SandboxPool(docker_backend, spec, max_size=BOXES, warm=BOXES, install_handlers=False)
+    pool = SandboxPool(
+        docker_backend, office_spec(office_image), max_size=BOXES, warm=BOXES, install_handlers=False
+    )
     await pool.start()
     yield pool
     await pool.close()

@@ -37,8 +37,20 @@ def run_sharded(driver: str, tmp_path: Path, n: int, shards: int = 2) -> dict:
     for folder in folders:
         folder.mkdir()
     running = [_start(driver, f, str(n), str(shard), str(shards)) for shard, f in enumerate(folders)]
-    results = [_results(p) for p in running]
+    try:
+        results = [_results(p) for p in running]
+    finally:
+        for p in running:  # a shard that failed leaves none of the others running
+            p.kill()
     return {**results[0], "rows": [row for result in results for row in result["rows"]]}
+
+
+# A sharded driver's pieces (driver text): its shard from argv, before its seed loops; and where the one-off
+# cases begin, the other shards' end.
+SHARD_ARGS = "shard, shards = int(sys.argv[3]), int(sys.argv[4])  # run_sharded: seeds shard::shards\n"
+ONE_OFFS_ON_SHARD_0 = (
+    'if shard:  # the one-off cases below are shard 0\'s\n    print(json.dumps({"rows": rows})); sys.exit()\n'
+)
 
 
 def _start(driver: str, tmp_path: Path, *args: str) -> subprocess.Popen:

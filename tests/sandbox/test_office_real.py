@@ -21,6 +21,7 @@ from sandbox.osworld_gate import screen_problems, windows_after_setup
 from sandbox.pool import SandboxPool
 from sandbox.server.office_suite import TASKS as GENERATORS
 from sandbox.tasks import load_tasks
+from tests.sandbox.conftest import office_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -37,8 +38,7 @@ async def office_boxes(sandbox_setup: None, office_image: str) -> AsyncIterator[
     from sandbox.backends.docker import DockerBackend
 
     backend = DockerBackend(run_id=f"pytest-{os.getpid()}-office")
-    spec = SandboxSpec(image=office_image, memory_mb=1536)
-    pool = SandboxPool(backend, spec, max_size=BOXES, warm=BOXES, install_handlers=False)
+    pool = SandboxPool(backend, office_spec(office_image), max_size=BOXES, warm=BOXES, install_handlers=False)
     await pool.start()
     yield pool
     await pool.close()

@@ -21,7 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.osworld_reference import libreoffice_saves, run_driver, run_sharded
+from tests.sandbox.osworld_reference import (
+    ONE_OFFS_ON_SHARD_0,
+    SHARD_ARGS,
+    libreoffice_saves,
+    run_driver,
+    run_sharded,
+)
 
 pytestmark = pytest.mark.slow
 PAIRS = 300  # every branch of both docs.py files that 500 pairs take, 300 take (coverage --branch)
@@ -104,8 +110,8 @@ OPTIONS = ["ignore_blanks", "ignore_case", "ignore_order", "content_only", "fuzz
 
 DRIVER = (
     DEFS
+    + SHARD_ARGS
     + r"""
-shard, shards = int(sys.argv[3]), int(sys.argv[4])  # run_sharded: this process plays seeds shard::shards
 rows = []
 for seed in range(shard, n_pairs, shards):
     r = random.Random(seed)
@@ -155,8 +161,9 @@ for seed in range(shard, n_pairs // 5, shards):
         rows.append({"case": [name, seed], "ours": score(getattr(ours, name), *args),
                      "osworld": score(getattr(ref, name), *args)})
 
-if shard:  # the one-off cases below are shard 0's
-    print(json.dumps({"rows": rows})); sys.exit()
+"""
+    + ONE_OFFS_ON_SHARD_0
+    + r"""
 
 # The fuzzy score that difflib's greedy matching gets wrong (multi_apps/bb83cab4's content_only).
 a = write(f"{d}/fa.docx", ["Slide three text.", "Slide one text.", "Slide two text."])

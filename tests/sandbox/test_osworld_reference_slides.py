@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox.osworld_reference import (
+    ONE_OFFS_ON_SHARD_0,
+    SHARD_ARGS,
     assert_every_pair_agrees,
     libreoffice_saves,
     run_driver,
@@ -35,7 +37,8 @@ from tests.sandbox.osworld_reference import (
 pytestmark = pytest.mark.slow
 PAIRS = 400
 
-DRIVER = r"""
+DRIVER = (
+    r"""
 import copy, glob, importlib.util, json, os, random, sys
 from lxml import etree
 from pptx import Presentation
@@ -231,7 +234,9 @@ def score(f, a, b, opts):
     except Exception as e:
         return "raises " + type(e).__name__
 
-shard, shards = int(sys.argv[3]), int(sys.argv[4])  # run_sharded: this process plays seeds shard::shards
+"""
+    + SHARD_ARGS
+    + r"""
 rows = []
 for seed in range(shard, n_pairs, shards):
     r = random.Random(seed)
@@ -246,8 +251,9 @@ for seed in range(shard, n_pairs, shards):
     rows.append({"seed": seed, "edits": edits, "options": opts, "ours": score(ours, pa, pb, opts),
                  "osworld": score(ref, pa, pb, opts)})
 
-if shard:  # the one-off cases below are shard 0's
-    print(json.dumps({"rows": rows})); sys.exit()
+"""
+    + ONE_OFFS_ON_SHARD_0
+    + r"""
 
 # Hand-made pairs, one per rule or quirk (name, edit of the copy, options, OSWorld's score).
 def run_(**kw): return dict({"text": "alpha", "bold": None, "italic": None, "underline": None, "strike": None,
@@ -360,6 +366,7 @@ build(theme, f"{d}/t.pptx"); build(theme, f"{d}/u.pptx")
 raises = {"ours": score(ours, f"{d}/t.pptx", f"{d}/u.pptx", {}), "osworld": score(ref, f"{d}/t.pptx", f"{d}/u.pptx", {})}
 print(json.dumps({"rows": rows, "quirks": quirks, "theme_background": raises}))
 """
+)
 
 CHECKS_DEFS = r"""
 import importlib.util, json, os, random, sys, zipfile

@@ -27,6 +27,8 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox.osworld_reference import (
+    ONE_OFFS_ON_SHARD_0,
+    SHARD_ARGS,
     assert_every_pair_agrees,
     libreoffice_saves,
     run_driver,
@@ -254,8 +256,8 @@ def gen_rules(r, expected, result):
 
 DRIVER = (
     DEFS
+    + SHARD_ARGS
     + r"""
-shard, shards = int(sys.argv[3]), int(sys.argv[4])  # run_sharded: this process plays seeds shard::shards
 rows = []
 for seed in range(shard, n_pairs, shards):
     r = random.Random(seed)
@@ -267,8 +269,9 @@ for seed in range(shard, n_pairs, shards):
     rules = gen_rules(r, expected, result)
     rows.append({"case": [seed, rules], "ours": score(ours, a, e, rules=rules), "osworld": score(ref, a, e, rules=rules)})
 
-if shard:  # the one-off cases below are shard 0's
-    print(json.dumps({"rows": rows})); sys.exit()
+"""
+    + ONE_OFFS_ON_SHARD_0
+    + r"""
 
 # One hand-made pair per normalisation: (name, result cell B2, gold cell B2, rule, OSWorld's score).
 data = {"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}
