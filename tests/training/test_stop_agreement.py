@@ -29,7 +29,8 @@ from cua_agent.train.stopping import RunAborted, StopTraining
 from cua_agent.train.trainer import CUATrainer
 
 EPISODES_S = 60.0  # how long rank 1's episodes would take
-DEADLINE_S = 30.0  # the ranks must have stopped together well before
+DEADLINE_S = 30.0  # the ranks must have stopped together well before, counted from both being ready
+STARTUP_S = 300.0  # spawning both and importing AReaL: ~15 s alone on 2 cores, more beside other tests
 
 
 class EpisodesOfThisRank(StockVLLMEngine):
@@ -62,7 +63,7 @@ def trainer_of(engine: TrainingEngine) -> Any:
     return trainer
 
 
-def worker(rank: int, port: int, event: str, results: Any) -> None:
+def worker(rank: int, port: int, event: str, results: Any, ready: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     engine = Engine(InferenceEngineConfig(experiment_name="t", trial_name="t"))
@@ -70,6 +71,7 @@ def worker(rank: int, port: int, event: str, results: Any) -> None:
     trainer = trainer_of(engine)
     for sig in (signal.SIGTERM, signal.SIGINT):  # as train/job.py installs it
         signal.signal(sig, lambda signum, frame: CUATrainer.on_signal(trainer, signum))
+    ready.append(rank)
     if rank == 1:
         tell = {
             "stop": lambda: os.kill(os.getpid(), signal.SIGTERM),
@@ -95,14 +97,16 @@ def worker(rank: int, port: int, event: str, results: Any) -> None:
 
 def both_ranks(event: str) -> dict[int, tuple[str, float]]:
     with mp.Manager() as manager:
-        results = manager.dict()
-        ctx = mp.spawn(worker, args=(free_port(), event, results), nprocs=2, join=False)
-        deadline = time.monotonic() + DEADLINE_S
+        results, ready = manager.dict(), manager.list()
+        ctx = mp.spawn(worker, args=(free_port(), event, results, ready), nprocs=2, join=False)
+        deadline, what = time.monotonic() + STARTUP_S, f"start within {STARTUP_S:.0f}s"
         while not ctx.join(timeout=1):
+            if len(ready) == 2 and what.startswith("start"):
+                deadline, what = time.monotonic() + DEADLINE_S, f"stop together within {DEADLINE_S:.0f}s"
             if time.monotonic() > deadline:
                 for p in ctx.processes:
                     p.kill()
-                pytest.fail(f"the ranks did not stop together within {DEADLINE_S:.0f}s: {dict(results)}")
+                pytest.fail(f"the ranks did not {what}: {dict(results)}")
         return dict(results)
 
 
