@@ -4,6 +4,8 @@ SHELL := /bin/bash
 PY = $(shell bash -c 'source scripts/common.sh && trainer_python')
 export PYTHONPATH := $(CURDIR)
 PYTEST_ARGS ?=
+# make test's pytest-xdist workers (tests/conftest.py says what runs together and what first)
+TEST_WORKERS ?= 2
 ARGS ?=
 
 .PHONY: setup local test test-fast lint format bench learn view plots reap smoke-sandbox smoke-repo clean-envs
@@ -16,7 +18,7 @@ local: setup  ## run the main job on the embedded default (CPU, tiny model, real
 
 test: setup  ## the whole suite, slow real-component tests included
 	@$(PY) -m ruff check .
-	@$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no vLLM server, no containers)
 	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

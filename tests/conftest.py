@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the budget is the whole run's
+        return
     took = time.monotonic() - session.config.stash[_STARTED]
     if took > SUITE_BUDGET_S and exitstatus == pytest.ExitCode.OK:
         session.config.stash[_OVER] = took
@@ -46,6 +49,63 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 _STARTED = pytest.StashKey[float]()
 _OVER = pytest.StashKey[float]()
+
+
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup): a real-component test leaves a
+# core idle about a quarter of its time (one rank importing AReaL, a box booting, a server waiting), and
+# two at once took 292 s where one after the other took ~430 (2 cores). A work unit runs on one worker: a
+# module (its tests share module fixtures: boxes, a trained run), each test of a PER_TEST module, or a
+# shared unit: the modules that name one of its fixtures (some get theirs by name: getfixturevalue), and
+# the PER_TEST tests that use one.
+SHARED_UNITS = {
+    # One Ray cluster on the second podman engine at a time: a test lists every box of that engine, and
+    # every Ray trainer process of the machine.
+    "engine2": ("second_engine",),
+    "office": ("office_image", "office_pool"),  # one worker builds the image on first use
+    # Servers on one worker only (one holds ~2.4 GB): the tests of the Qwen3-VL and the warm start's.
+    "qwen3-vl": ("qwen3_vl_servers", "qwen3_vl_lora_server", "qwen3_vl_rollout_engine"),
+    "warm-start": ("warm_server",),
+}
+PER_TEST = ("tests/rehearsal/",)  # each rehearsal starts its own runs: nothing shared to keep together
+# The longest units first (measured, 2 cores), so that the other worker plays the short ones meanwhile
+# rather than both ending on a long one.
+LONGEST_FIRST = (
+    "engine2",
+    "warm-start",
+    "qwen3-vl",
+    "tests/deploy/test_cpu_stack.py",
+    "office",
+    "tests/training/test_faults_training.py",
+    "tests/training/test_resume.py",
+    "tests/rehearsal/test_rehearsals.py::test_cua_grpo_with_mixed_gui_and_repository_rows",
+    "tests/rehearsal/test_rehearsals.py::test_cua_grpo_single_gpu",
+)
+
+
+def _own_unit(item: pytest.Item) -> str:
+    module, _, test = item.nodeid.partition("::")
+    return f"{module}::{test.split('[')[0]}" if module.startswith(PER_TEST) else module
+
+
+def _shared_unit(item: pytest.Item, sources: dict[Path, str]) -> str | None:
+    if item.nodeid.startswith(PER_TEST):
+        used = " ".join(getattr(item, "fixturenames", ()))
+    else:
+        used = sources.setdefault(item.path, item.path.read_text())
+    for name, fixtures in SHARED_UNITS.items():
+        if any(re.search(rf"\b{f}\b", used) for f in fixtures):
+            return name
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    sources: dict[Path, str] = {}
+    units = {item: _shared_unit(item, sources) or _own_unit(item) for item in items}
+    order = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(units[item], len(order)))  # stable: the rest keep their order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(units[item]))
 
 
 @pytest.fixture(scope="session")

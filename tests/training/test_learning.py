@@ -78,6 +78,7 @@ def train(address: str, tasks: Path, exp: Path, log: Path) -> Run:
     )
 
 
+@pytest.mark.timeout(TRAIN_TIMEOUT_S + 300)  # ~10 min alone on 2 cores, more beside another test (make test)
 def test_grpo_raises_success_on_a_seed_far_beyond_the_lr0_control(warm_server, tmp_path: Path):
     tasks = one_seed_tasks(tmp_path / "one-seed.jsonl")
 

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from cua_agent.inference.local_server import REPO
 
 ONE_FAST_TEST = (
@@ -14,17 +16,19 @@ ONE_FAST_TEST = (
 )
 
 
-def _pytest(budget_s: str) -> subprocess.CompletedProcess[str]:
+def _pytest(budget_s: str, workers: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CUA_SUITE_BUDGET_S": budget_s, "PYTHONPATH": str(REPO)}
+    distributed = ["-n", workers, "--dist", "loadgroup", "--no-loadscope-reorder"]  # as `make test` runs it
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", ONE_FAST_TEST],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *distributed, ONE_FAST_TEST],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
-def test_a_run_past_the_budget_fails_naming_the_budget():
-    over = _pytest("0")
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_run_past_the_budget_fails_naming_the_budget(workers: str):
+    over = _pytest("0", workers)
     assert over.returncode == 1, over.stdout
     assert "over its budget of 0 s (CUA_SUITE_BUDGET_S)" in over.stdout and "1 passed" in over.stdout
-    within = _pytest("3600")
+    within = _pytest("3600", workers)
     assert within.returncode == 0 and "budget" not in within.stdout, within.stdout
