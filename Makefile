@@ -18,7 +18,7 @@ local: setup  ## run the main job on the embedded default (CPU, tiny model, real
 
 test: setup  ## the whole suite, slow real-component tests included
 	@$(PY) -m ruff check .
-	@$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30 $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup  ## unit tests only (no vLLM server, no containers)
 	@$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
 from tests.sandbox.second_engine import second_engine  # noqa: F401  (a session fixture: a second podman engine)
@@ -51,12 +53,12 @@ _STARTED = pytest.StashKey[float]()
 _OVER = pytest.StashKey[float]()
 
 
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup): a real-component test leaves a
-# core idle about a quarter of its time (one rank importing AReaL, a box booting, a server waiting), and
-# two at once took 292 s where one after the other took ~430 (2 cores). A work unit runs on one worker: a
-# module (its tests share module fixtures: boxes, a trained run), each test of a PER_TEST module, or a
-# shared unit: the modules that name one of its fixtures (some get theirs by name: getfixturevalue), and
-# the PER_TEST tests that use one.
+# `make test` runs the suite on two pytest-xdist workers: a real-component test leaves a core idle about a
+# quarter of its time (one rank importing AReaL, a box booting, a server waiting), and two at once took
+# 292 s where one after the other took ~430 (2 cores). A work unit runs on one worker: a module (its tests
+# share module fixtures: boxes, a trained run), each test of a PER_TEST module, or a shared unit: the
+# modules that name one of its fixtures (some get theirs by name: getfixturevalue), and the PER_TEST tests
+# that take one.
 SHARED_UNITS = {
     # One Ray cluster on the second podman engine at a time: a test lists every box of that engine, and
     # every Ray trainer process of the machine.
@@ -82,30 +84,41 @@ LONGEST_FIRST = (
 )
 
 
-def _own_unit(item: pytest.Item) -> str:
-    module, _, test = item.nodeid.partition("::")
-    return f"{module}::{test.split('[')[0]}" if module.startswith(PER_TEST) else module
+@functools.cache
+def work_unit(nodeid: str) -> str:
+    module, _, test = nodeid.partition("::")
+    name = test.split("[")[0]
+    text = _source(module)
+    if module.startswith(PER_TEST):  # the test's own parameters: the fixtures it takes
+        signature = re.search(rf"def {re.escape(name)}\((.*?)\)", text, re.S)
+        text = signature.group(1) if signature else ""
+    for unit, fixtures in SHARED_UNITS.items():
+        if any(re.search(rf"\b{f}\b", text) for f in fixtures):
+            return unit
+    return f"{module}::{name}" if module.startswith(PER_TEST) else module
 
 
-def _shared_unit(item: pytest.Item, sources: dict[Path, str]) -> str | None:
-    if item.nodeid.startswith(PER_TEST):
-        used = " ".join(getattr(item, "fixturenames", ()))
-    else:
-        used = sources.setdefault(item.path, item.path.read_text())
-    for name, fixtures in SHARED_UNITS.items():
-        if any(re.search(rf"\b{f}\b", used) for f in fixtures):
-            return name
-    return None
+@functools.cache
+def _source(module: str) -> str:
+    return (Path(__file__).resolve().parents[1] / module).read_text()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks
+class WorkUnitScheduling(LoadScopeScheduling):
+    """xdist's scheduling by scope (a unit at a time to an idle worker, in collection order), with
+    work_unit's units as the scopes."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> WorkUnitScheduling:
+    config.option.loadscopereorder = False  # the order is LONGEST_FIRST's (below), not by test count
+    return WorkUnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    sources: dict[Path, str] = {}
-    units = {item: _shared_unit(item, sources) or _own_unit(item) for item in items}
     order = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: order.get(units[item], len(order)))  # stable: the rest keep their order
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(units[item]))
+    items.sort(key=lambda item: order.get(work_unit(item.nodeid), len(order)))  # stable: the rest in place
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ ONE_FAST_TEST = (
 
 def _pytest(budget_s: str, workers: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CUA_SUITE_BUDGET_S": budget_s, "PYTHONPATH": str(REPO)}
-    distributed = ["-n", workers, "--dist", "loadgroup", "--no-loadscope-reorder"]  # as `make test` runs it
+    distributed = ["-n", workers]  # as `make test` runs it
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *distributed, ONE_FAST_TEST],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
