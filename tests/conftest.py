@@ -149,9 +149,28 @@ def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("artefacts")
 
 
-def _serve(models: dict[str, Path], artefacts: Path):
-    """One server per model, started concurrently through scripts/run_vllm_cpu.sh, stopped after."""
+# The servers of a shared unit's fixtures (SHARED_UNITS), stopped as soon as this worker has played the
+# unit (every test that uses them is in it): each holds ~2.4 GB, and both workers' would not fit in memory.
+_SERVERS_OF: dict[str, list[VLLMProcess]] = {}
+
+
+@pytest.hookimpl(wrapper=True)  # after the test's own fixtures are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    unit = work_unit(item.nodeid)
+    if nextitem is None or work_unit(nextitem.nodeid) != unit:
+        for fixture in SHARED_UNITS.get(unit, ()):
+            for server in _SERVERS_OF.pop(fixture, []):
+                server.stop()
+    return result
+
+
+def _serve(models: dict[str, Path], artefacts: Path, fixture: str | None = None):
+    """One server per model, started concurrently through scripts/run_vllm_cpu.sh, stopped after (or when
+    the worker leaves the shared unit of `fixture`)."""
     servers = {name: start_vllm(path, artefacts) for name, path in models.items()}
+    if fixture:
+        _SERVERS_OF[fixture] = list(servers.values())
     try:
         with ThreadPoolExecutor(len(servers)) as pool:
             list(pool.map(lambda s: s.wait_healthy(SERVER_START_TIMEOUT_S), servers.values()))
@@ -170,20 +189,22 @@ def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
 @pytest.fixture(scope="session")
 def qwen3_vl_servers(artefacts: Path) -> dict[str, VLLMProcess]:
     """The tiny Qwen3-VL models' servers ("untied", "tied"), started by the first test that needs them."""
-    yield from _serve(QWEN3_VL_MODELS, artefacts)
+    yield from _serve(QWEN3_VL_MODELS, artefacts, "qwen3_vl_servers")
 
 
 @pytest.fixture(scope="session")
 def warm_server(artefacts: Path) -> VLLMProcess:
     """The warm start's server (configs/local_cpu.yaml's policy), started by the first test that needs it.
     A test that trains it puts the warm start's weights back when it is done (harness.restore_weights)."""
-    for servers in _serve({"warm": WARM_MODEL}, artefacts):
+    for servers in _serve({"warm": WARM_MODEL}, artefacts, "warm_server"):
         yield servers["warm"]
 
 
-def lora_server(model: Path, artefacts: Path, rank: int, loras: int):
+def lora_server(model: Path, artefacts: Path, rank: int, loras: int, fixture: str | None = None):
     """A server of `model` that serves LoRA adapters up to `rank`, `loras` at once; stopped after."""
     proc = start_vllm(model, artefacts, lora=(rank, loras))
+    if fixture:
+        _SERVERS_OF[fixture] = [proc]
     try:
         proc.wait_healthy(SERVER_START_TIMEOUT_S)
         yield proc
@@ -195,7 +216,7 @@ def lora_server(model: Path, artefacts: Path, rank: int, loras: int):
 def qwen3_vl_lora_server(artefacts: Path) -> VLLMProcess:
     """The untied tiny Qwen3-VL serving LoRA adapters up to the 32B config's rank (16). Its users leave no
     adapter of theirs loaded."""
-    yield from lora_server(QWEN3_VL_MODELS["untied"], artefacts, 16, 5)
+    yield from lora_server(QWEN3_VL_MODELS["untied"], artefacts, 16, 5, "qwen3_vl_lora_server")
 
 
 @pytest.fixture
