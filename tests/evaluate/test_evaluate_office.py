@@ -3,7 +3,7 @@ the rows' own sandbox spec, and success measured from what the box verifies.
 
 The policy is a stand-in for a hosted API (it cannot be reached from here), an HTTP server that follows
 the OpenAI chat-completions contract and answers in Qwen3-VL's computer_use format. It reads the
-instruction (an episode's turns are the requests with its instruction) and, for terminal-mkdir, clicks the terminal, types the mkdir command, presses Return and says
+instruction (an episode's turns are the requests with its instruction) and, for terminal-mkdir, clicks the terminal, types the mkdir command, presses Return, waits and says
 done; for any other task it says done at once. So one task is solved and the other is not, and the report
 must say exactly that.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cua_agent.episode.actions import Click, Done, Key, TypeText
+from cua_agent.episode.actions import Click, Done, Key, TypeText, Wait
 from cua_agent.episode.coordinates import CoordinateMapping
 from cua_agent.episode.families import FAMILIES
 from cua_agent.evaluate.__main__ import main
@@ -41,9 +41,10 @@ def policy(instruction: str, turn: int) -> Any:
     if found is None:
         return Done(success=True)
     name, folder = found.groups()
-    return [Click(640, 400), TypeText(f"mkdir {folder}/{name}"), Key("Return"), Done(success=True)][
-        min(turn, 3)
-    ]
+    # It waits before saying done, as a careful agent would: beside another test, xterm took over a second
+    # to run the command after Return, and the box's check came first.
+    script = [Click(640, 400), TypeText(f"mkdir {folder}/{name}"), Key("Return"), Wait(5), Done(success=True)]
+    return script[min(turn, len(script) - 1)]
 
 
 class PolicyStandIn:
