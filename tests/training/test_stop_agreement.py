@@ -99,13 +99,16 @@ def both_ranks(event: str) -> dict[int, tuple[str, float]]:
     with mp.Manager() as manager:
         results, ready = manager.dict(), manager.list()
         ctx = mp.spawn(worker, args=(free_port(), event, results, ready), nprocs=2, join=False)
-        deadline, what = time.monotonic() + STARTUP_S, f"start within {STARTUP_S:.0f}s"
+        started, deadline = False, time.monotonic() + STARTUP_S
         while not ctx.join(timeout=1):
-            if len(ready) == 2 and what.startswith("start"):
-                deadline, what = time.monotonic() + DEADLINE_S, f"stop together within {DEADLINE_S:.0f}s"
+            if not started and len(ready) == 2:
+                started, deadline = True, time.monotonic() + DEADLINE_S
             if time.monotonic() > deadline:
                 for p in ctx.processes:
                     p.kill()
+                what = (
+                    f"stop together within {DEADLINE_S:.0f}s" if started else f"start within {STARTUP_S:.0f}s"
+                )
                 pytest.fail(f"the ranks did not {what}: {dict(results)}")
         return dict(results)
 
