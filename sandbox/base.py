@@ -19,6 +19,7 @@ from sandbox.client import ControlClient, SandboxClient
 from sandbox.errors import BoxBroken, SandboxDied, SandboxError
 from sandbox.server.task_families import family_of
 
+MAX_SOCKET_PATH = 107  # bytes in a unix socket's path (sun_path, less its NUL): box control sockets must fit
 LABEL = "cua.sandbox"  # every box carries cua.sandbox=1 plus the owner labels below
 
 

@@ -103,7 +103,7 @@ def check_docker_hosts(hosts: list[str] | tuple[str, ...], name: str = "docker_h
 
 
 def endpoint_dir(docker_host: str) -> str:
-    """A short folder name per endpoint of this machine (unix socket paths are limited to 107 bytes): the
+    """A short folder name per endpoint of this machine (unix socket paths: MAX_SOCKET_PATH bytes): the
     host's name is in it, so machines that share a home folder (NFS) never reap each other's live boxes'
     control folders, which every node's engine would otherwise have in the same place."""
     return "ep-" + hashlib.sha1(f"{socket.gethostname()} {docker_host}".encode()).hexdigest()[:8]

@@ -22,7 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import sandbox
-from sandbox.base import SECRETS_FILE, Backend, BoxSecrets, Sandbox, SandboxSpec, cua_home, owner_labels
+from sandbox.base import (
+    MAX_SOCKET_PATH,
+    SECRETS_FILE,
+    Backend,
+    BoxSecrets,
+    Sandbox,
+    SandboxSpec,
+    cua_home,
+    owner_labels,
+)
 from sandbox.errors import SandboxStartError
 
 
@@ -75,6 +84,13 @@ def kill_session(sid: int, grace: float = 3.0) -> None:
             time.sleep(0.05)
 
 
+CONTROL_SOCKET = "control.sock"  # in the box's folder
+
+
+def _box_name() -> str:
+    return f"cua-lb-{uuid.uuid4().hex[:12]}"
+
+
 class LocalBackend(Backend):
     name = "local"
 
@@ -84,10 +100,16 @@ class LocalBackend(Backend):
         super().__init__(run_id)
         self.start_timeout = start_timeout
         self.state_dir = state_dir or cua_home() / "sandbox" / "local"
+        socket_path = len(os.fsencode(self.state_dir / _box_name() / CONTROL_SOCKET))
+        if socket_path > MAX_SOCKET_PATH:
+            raise ValueError(
+                f"sandbox state folder {self.state_dir} is too long: its boxes' control sockets would have"
+                f" {socket_path}-byte paths, and a unix socket's is at most {MAX_SOCKET_PATH} bytes"
+            )
         self.procs: dict[str, subprocess.Popen] = {}
 
     def _start_sync(self, spec: SandboxSpec) -> tuple[str, str, BoxSecrets]:
-        name = f"cua-lb-{uuid.uuid4().hex[:12]}"
+        name = _box_name()
         box = self.state_dir / name
         (box / "home").mkdir(parents=True)
         keys = BoxSecrets.new()
@@ -99,7 +121,7 @@ class LocalBackend(Backend):
             PYTHONPATH=str(Path(sandbox.__file__).resolve().parent.parent),
             PYTHONUNBUFFERED="1",
         )
-        sock, ready = box / "control.sock", box / "ready.json"
+        sock, ready = box / CONTROL_SOCKET, box / "ready.json"
         log = open(box / "server.log", "wb")  # noqa: SIM115 - owned by the child
         proc = subprocess.Popen(
             [
