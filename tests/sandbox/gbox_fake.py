@@ -3,12 +3,15 @@ cloud endpoint is, and asked through its test-only routes what it holds."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +87,10 @@ class FakeGbox:
 
 def start_fake_gbox(tmp: Path) -> FakeGbox:
     tmp.mkdir(parents=True, exist_ok=True)
-    ready, state = tmp / "ready.json", tmp / "boxes"
+    # The boxes' folder is short, not under `tmp`: their control sockets are in it (sandbox.base
+    # MAX_SOCKET_PATH). It stays until the test process ends, for tests to see what the server left.
+    ready, state = tmp / "ready.json", Path(tempfile.mkdtemp(prefix="cua-gbox-"))
+    atexit.register(shutil.rmtree, state, True)
     key = secrets.token_hex(16)
     proc = subprocess.Popen(
         [
