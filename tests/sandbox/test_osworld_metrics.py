@@ -5,7 +5,9 @@ trainer's environment has none), the same code and pins as in the image."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,33 @@ def test_a_command_getter_naming_a_missing_program_gives_none(tmp_path):
     assert vm_command_error(env, {"command": "no-such-program-here x"}) is None
     assert vm_command_line(env, {"command": "no-such-program-here x", "shell": True}) == ""
     assert vm_command_line(env, {"command": ["echo", "hi"]}) == "hi\n"
+
+
+def test_a_file_still_being_saved_is_read_once_it_holds_still(tmp_path: Path):
+    """l3afpad saves with fopen("w") (the file is empty, its mtime new) and writes the text at fclose, after
+    redrawing its title: an agent that says done at once was scored on the empty file. OSWorld's runners wait
+    5-20 s before they evaluate; vm_file waits until the file has not changed for FILE_QUIET_S."""
+    import threading
+
+    from sandbox.server.osworld.getters import FILE_QUIET_S, vm_file
+
+    path = tmp_path / "notes.txt"
+    path.write_text("old\n")
+    os.utime(path, (0, 0))  # saved long ago: read at once
+    began = time.monotonic()
+    assert Path(vm_file(_env(tmp_path), {"path": str(path)})).read_text() == "old\n"
+    assert time.monotonic() - began < 0.1
+
+    def save() -> None:  # as l3afpad: truncate, then the text 0.2 s later
+        with open(path, "w") as f:
+            f.flush()
+            time.sleep(0.2)
+            f.write("old\nnew\n")
+
+    saving = threading.Thread(target=save)
+    saving.start()
+    while path.stat().st_size:  # truncated
+        time.sleep(0.001)
+    assert Path(vm_file(_env(tmp_path), {"path": str(path)})).read_text() == "old\nnew\n"
+    saving.join()
+    assert FILE_QUIET_S <= 0.5

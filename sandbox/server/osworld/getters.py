@@ -8,12 +8,33 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
 from sandbox.server.osworld.steps import execute
+
+# A file the agent's application may still be writing is read once it has not changed for FILE_QUIET_S
+# (waiting at most FILE_SETTLE_MAX_S): l3afpad saves with fopen("w"), redraws its title, and writes the text
+# at fclose, so an agent that says done at once was scored on an empty file. OSWorld's runners sleep 5-20 s
+# before they evaluate; a file saved long ago costs nothing here.
+FILE_QUIET_S = 0.3
+FILE_SETTLE_MAX_S = 3.0
+
+
+def _settled(path: Path) -> Path:
+    deadline = time.monotonic() + FILE_SETTLE_MAX_S
+    while True:
+        try:
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            return path
+        left = deadline - time.monotonic()
+        if age >= FILE_QUIET_S or left <= 0:
+            return path
+        time.sleep(min(FILE_QUIET_S - age, left))
 
 
 def _multi(spec: dict[str, Any], one: Callable[[str, str], Any]) -> Any:
@@ -28,7 +49,7 @@ def _multi(spec: dict[str, Any], one: Callable[[str, str], Any]) -> Any:
 
 def vm_file(env: TaskEnv, spec: dict[str, Any]) -> Any:
     def one(p: str, dest: str) -> str | None:
-        path = env.path(p)
+        path = _settled(env.path(p))
         return str(path) if path.is_file() else None
 
     return _multi(spec, one)
