@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -443,6 +442,7 @@ def test_stopping_a_session_does_not_wait_on_its_own_zombies():
     """A box's session leader is our child: once killed it is a zombie until we reap it, which is after
     kill_session returns. Counting it as alive made every local box's stop wait both grace periods (6 s)."""
     import subprocess
+    import time
 
     from sandbox.backends.local import kill_session
 
@@ -634,6 +634,7 @@ def test_the_boxes_control_folders_sit_only_in_a_private_tree(tmp_path, how):
 
 
 def test_a_wait_for_a_starting_box_asks_the_engine_every_half_second_and_looks_at_its_file_every_50_ms():
+    import time
 
     from sandbox.base import ENGINE_POLL_S, READY_POLL_S, start_polls
 
@@ -653,29 +654,3 @@ def test_a_local_state_folder_too_long_for_a_box_socket_is_refused_naming_it(tmp
     with pytest.raises(ValueError, match=rf"{long}.*too long.*107 bytes"):
         LocalBackend(state_dir=long)
     LocalBackend(state_dir=tmp_path / "ok")  # a short one is fine
-
-
-async def test_an_office_oracle_saves_only_once_the_file_holds_still():
-    """l3afpad saves with fopen("w") (the file is empty, its mtime new), redraws its title, then writes the
-    text at fclose: a save seen at the first new mtime was scored on an empty file (CI: the editor task's
-    oracle scored 0 beside another test). The oracle waits until the file's mtime holds still."""
-    from sandbox.oracles import Ctx
-    from sandbox.oracles.office import _save
-
-    class Box:  # a loaded l3afpad: Ctrl+S truncates the file at once and writes it 0.3 s later
-        saved_at = float("inf")
-
-        async def act(self, action: dict) -> dict:
-            self.saved_at = time.monotonic()
-            return {"ok": True}
-
-        async def oracle(self) -> dict:
-            since = time.monotonic() - self.saved_at
-            return {
-                "task": "office/editor-append-line",
-                "mtime": 0.0 if since < 0 else (1.0 if since < 0.3 else 2.0),
-            }
-
-    ctx = Ctx(Box(), {"mtime": 0.0})  # type: ignore[arg-type]
-    await _save(ctx)
-    assert ctx.state["mtime"] == 2.0
