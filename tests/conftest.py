@@ -22,7 +22,7 @@ SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 
 # The suite's time budget: a run that takes longer fails, so a slow creep shows up long before CI's
 # 90-minute limit stops anything from landing. The whole suite took 48 to 85 minutes on 2 cores in one process,
-# over an hour on two workers on the slowest machine (docs/setup.md).
+# 64 to 72 minutes on two workers on the slower machines (docs/setup.md).
 SUITE_BUDGET_S = float(os.environ.get("CUA_SUITE_BUDGET_S", str(75 * 60)))
 
 
