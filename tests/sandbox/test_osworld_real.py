@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,42 @@ async def test_osworld_setup_runs_as_in_its_vm(office_pool, tmp_path):
         {"func": "check_include_exclude", "score": 1.0},
         {"func": "check_include_exclude", "score": 1.0},
     ], out
+
+
+async def test_a_policy_that_keeps_touching_its_result_file_holds_scoring_at_most_the_settle_bound(
+    office_pool, tmp_path
+):
+    """Scoring reads a result file once it has held still (getters.vm_file): the attack, from a terminal,
+    keeps stamping the file with a future time so that it never does, to hold the box's scorer. Scoring
+    waits FILE_SETTLE_MAX_S at most, then scores the file as it is (unchanged here: 0)."""
+    from sandbox.osworld import reset_source
+    from sandbox.server.osworld.getters import FILE_SETTLE_MAX_S
+
+    task_id = "99999999-8888-4777-a666-555555555555"
+    task = text_task(task_id)
+    task["config"] = [
+        task["config"][0],  # the download of notes.txt
+        {"type": "launch", "parameters": {"command": ["xterm", "-T", "Terminal", "-e", "bash", "--norc"]}},
+        {"type": "sleep", "parameters": {"seconds": 1}},
+    ]
+    task["evaluator"]["postconfig"] = []
+    write(tmp_path, "os", task)
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes.txt", b"first line\n")
+    write_asset(tmp_path, f"{HF}/os/{task_id}/notes_gold.txt", b"hello box\nfirst line\n")
+    rows = tmp_path / "rows.jsonl"
+    assert (
+        main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
+        == 0
+    )
+    row = load_tasks(rows)[0].to_dict()
+    attack = "(while :; do touch -d 2099-01-01 ~/Desktop/notes.txt; sleep 0.1; done) &"
+    async with office_pool.sandbox(timeout=120) as sb:
+        await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
+        for a in [{"type": "wait", "seconds": 1}, {"type": "click", "x": 640, "y": 400}, *_type(attack)]:
+            await sb.act(a)
+        await sb.act({"type": "wait", "seconds": 1})
+        began = time.monotonic()
+        out = await sb.evaluate()
+        took = time.monotonic() - began
+    assert out["reward"] == 0.0, out
+    assert FILE_SETTLE_MAX_S <= took < FILE_SETTLE_MAX_S + 10, took  # it waited, and no longer than the bound
