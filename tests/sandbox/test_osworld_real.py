@@ -110,27 +110,16 @@ async def test_osworld_files_play_in_boxes_and_score_as_osworld_does(office_pool
     assert results["print", "wrong"][0] == 0.0
 
 
-async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(office_pool, tmp_path):
-    """The attack: from a terminal, find OSWorld's gold file anywhere in the box and copy it over the file
-    being scored. The gold is written only when the episode is scored, so the search finds nothing (the
-    first metric, scored before any gold exists, reads what it found) and the forged result scores 0."""
-    task_id = "77777777-8888-4999-aaaa-bbbbbbbbbbbb"
+def _shell_row(tmp_path: Path, task_id: str, edit=lambda task: None) -> dict:
+    """text_task's row with a terminal open after set-up (a policy with a shell); `edit` changes the task."""
     task = text_task(task_id)
     task["config"] = [
         task["config"][0],  # the download of notes.txt
         {"type": "launch", "parameters": {"command": ["xterm", "-T", "Terminal", "-e", "bash", "--norc"]}},
         {"type": "sleep", "parameters": {"seconds": 1}},
     ]
-    ev = task["evaluator"]
-    ev["postconfig"] = []
-    ev["func"] = ["check_include_exclude", "compare_text_file"]
-    ev["result"] = [
-        {"type": "vm_command_line", "command": "cat /home/user/found.txt", "shell": True},
-        {"type": "vm_file", "path": "/home/user/Desktop/notes.txt", "dest": "notes.txt"},
-    ]
-    gold = ev["expected"][0]
-    ev["expected"] = [{"type": "rule", "rules": {"include": [], "exclude": ["notes_gold"]}}, gold]
-    ev["options"] = [{}, {"ignore_blanks": True}]
+    task["evaluator"]["postconfig"] = []
+    edit(task)
     write(tmp_path, "os", task)
     write_asset(tmp_path, f"{HF}/os/{task_id}/notes.txt", b"first line\n")
     write_asset(tmp_path, f"{HF}/os/{task_id}/notes_gold.txt", b"hello box\nfirst line\n")
@@ -139,7 +128,26 @@ async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(o
         main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
         == 0
     )
-    row = load_tasks(rows)[0].to_dict()
+    return load_tasks(rows)[0].to_dict()
+
+
+async def test_a_policy_with_a_shell_cannot_copy_the_gold_file_over_its_result(office_pool, tmp_path):
+    """The attack: from a terminal, find OSWorld's gold file anywhere in the box and copy it over the file
+    being scored. The gold is written only when the episode is scored, so the search finds nothing (the
+    first metric, scored before any gold exists, reads what it found) and the forged result scores 0."""
+
+    def score_what_it_found(task: dict) -> None:
+        ev = task["evaluator"]
+        ev["func"] = ["check_include_exclude", "compare_text_file"]
+        ev["result"] = [
+            {"type": "vm_command_line", "command": "cat /home/user/found.txt", "shell": True},
+            {"type": "vm_file", "path": "/home/user/Desktop/notes.txt", "dest": "notes.txt"},
+        ]
+        gold = ev["expected"][0]
+        ev["expected"] = [{"type": "rule", "rules": {"include": [], "exclude": ["notes_gold"]}}, gold]
+        ev["options"] = [{}, {"ignore_blanks": True}]
+
+    row = _shell_row(tmp_path, "77777777-8888-4999-aaaa-bbbbbbbbbbbb", score_what_it_found)
     attack = (
         "find / -name '*notes_gold*' -type f 2>/dev/null > ~/found.txt; "
         'cp "$(head -1 ~/found.txt)" ~/Desktop/notes.txt; ls /tmp >> ~/found.txt'
@@ -246,23 +254,7 @@ async def test_a_policy_that_keeps_touching_its_result_file_holds_scoring_at_mos
     from sandbox.osworld import reset_source
     from sandbox.server.osworld.getters import FILE_SETTLE_MAX_S
 
-    task_id = "99999999-8888-4777-a666-555555555555"
-    task = text_task(task_id)
-    task["config"] = [
-        task["config"][0],  # the download of notes.txt
-        {"type": "launch", "parameters": {"command": ["xterm", "-T", "Terminal", "-e", "bash", "--norc"]}},
-        {"type": "sleep", "parameters": {"seconds": 1}},
-    ]
-    task["evaluator"]["postconfig"] = []
-    write(tmp_path, "os", task)
-    write_asset(tmp_path, f"{HF}/os/{task_id}/notes.txt", b"first line\n")
-    write_asset(tmp_path, f"{HF}/os/{task_id}/notes_gold.txt", b"hello box\nfirst line\n")
-    rows = tmp_path / "rows.jsonl"
-    assert (
-        main(["rows", str(tmp_path / "examples"), "--assets", str(tmp_path / "assets"), "--out", str(rows)])
-        == 0
-    )
-    row = load_tasks(rows)[0].to_dict()
+    row = _shell_row(tmp_path, "99999999-8888-4777-a666-555555555555")
     attack = "(while :; do touch -d 2099-01-01 ~/Desktop/notes.txt; sleep 0.1; done) &"
     async with office_pool.sandbox(timeout=120) as sb:
         await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
