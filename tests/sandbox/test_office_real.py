@@ -59,7 +59,12 @@ async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> dic
             ctx = Ctx(sb, await sb.oracle())
             await WRONG[task_id.split("/", 1)[1]](ctx)
         verdict = await sb.evaluate()
-        return {**out, attempt: (verdict["reward"], verdict["info"])}
+        info = verdict["info"]
+        if attempt == "oracle" and verdict["reward"] != 1.0:  # what was scored, for the failure to show
+            path = (await sb.oracle())["path"]
+            saved = pool.backend.docker.containers.get(sb.id).exec_run(["cat", path]).output  # type: ignore[attr-defined]
+            info = {**info, "saved": saved.decode(errors="replace")[:2000]}
+        return {**out, attempt: (verdict["reward"], info)}
 
 
 async def _gate(sb: Sandbox, task_id: str, seed: int) -> tuple[float, dict]:
