@@ -245,24 +245,17 @@ async def test_osworld_setup_runs_as_in_its_vm(office_pool, tmp_path):
     ], out
 
 
-@pytest.mark.parametrize(
-    "attack",
-    [
-        "(while :; do touch -d 2099-01-01 ~/Desktop/notes.txt; sleep 0.1; done) &",  # never still
-        "sleep 1000 >> ~/Desktop/notes.txt &",  # held open write-only, as a save in progress
-    ],
-    ids=["touching", "held-open"],
-)
-async def test_a_policy_that_keeps_its_result_file_unsettled_holds_scoring_at_most_the_settle_bound(
-    office_pool, tmp_path, attack
+async def test_a_policy_that_keeps_touching_its_result_file_holds_scoring_at_most_the_settle_bound(
+    office_pool, tmp_path
 ):
-    """Scoring reads a result file once it has held still and no process holds it open write-only
-    (getters.vm_file): the attack, from a terminal, keeps the file from settling to hold the box's scorer.
-    Scoring waits FILE_SETTLE_MAX_S at most, then scores the file as it is (unchanged here: 0)."""
+    """Scoring reads a result file once it has held still (getters.vm_file): the attack, from a terminal,
+    keeps stamping the file with a future time so that it never does, to hold the box's scorer. Scoring
+    waits FILE_SETTLE_MAX_S at most, then scores the file as it is (unchanged here: 0)."""
     from sandbox.osworld import reset_source
     from sandbox.server.osworld.getters import FILE_SETTLE_MAX_S
 
     row = _shell_row(tmp_path, "99999999-8888-4777-a666-555555555555")
+    attack = "(while :; do touch -d 2099-01-01 ~/Desktop/notes.txt; sleep 0.1; done) &"
     async with office_pool.sandbox(timeout=120) as sb:
         await sb.reset(row["task_id"], 0, reset_source(row["osworld"]))
         for a in [{"type": "wait", "seconds": 1}, {"type": "click", "x": 640, "y": 400}, *_type(attack)]:

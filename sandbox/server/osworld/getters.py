@@ -16,43 +16,25 @@ from typing import Any
 from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
 from sandbox.server.osworld.steps import execute
 
-# A file the agent's application may still be writing is read once no process holds it open write-only and
-# it has not changed for FILE_QUIET_S (waiting at most FILE_SETTLE_MAX_S): l3afpad saves with fopen("w"),
-# redraws its title, and writes the text at fclose, so an agent that says done at once was scored on an
-# empty file, and under load that gap outlasts any quiet time. (LibreOffice holds its document open
-# read-write while it shows it: not a save.) OSWorld's runners sleep 5-20 s before they evaluate; a file
-# saved long ago costs nothing here.
+# A file the agent's application may still be writing is read once it has not changed for FILE_QUIET_S
+# (waiting at most FILE_SETTLE_MAX_S): l3afpad saves with fopen("w"), redraws its title, and writes the text
+# at fclose, so an agent that says done at once was scored on an empty file. OSWorld's runners sleep 5-20 s
+# before they evaluate; a file saved long ago costs nothing here.
 FILE_QUIET_S = 0.3
 FILE_SETTLE_MAX_S = 3.0
-_POLL_S = 0.05
-
-
-def _open_write_only(path: Path) -> bool:
-    """Whether a process of the box (they all run as its one user) holds `path` open write-only."""
-    target = str(path.resolve())
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
-        try:
-            if os.readlink(fd) != target:
-                continue
-            flags = (fd.parent.parent / "fdinfo" / fd.name).read_text().split("flags:")[1].split()[0]
-        except (OSError, IndexError):  # the process or the descriptor is gone, or not ours to read
-            continue
-        if int(flags, 8) & os.O_ACCMODE == os.O_WRONLY:
-            return True
-    return False
 
 
 def _settled(path: Path) -> Path:
     deadline = time.monotonic() + FILE_SETTLE_MAX_S
-    while time.monotonic() < deadline:
+    while True:
         try:
             age = time.time() - path.stat().st_mtime
         except OSError:
             return path
-        if age >= FILE_QUIET_S and not _open_write_only(path):
+        left = deadline - time.monotonic()
+        if age >= FILE_QUIET_S or left <= 0:
             return path
-        time.sleep(max(min(FILE_QUIET_S - age, deadline - time.monotonic()), _POLL_S))
-    return path
+        time.sleep(min(FILE_QUIET_S - age, left))
 
 
 def _multi(spec: dict[str, Any], one: Callable[[str, str], Any]) -> Any:
