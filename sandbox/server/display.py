@@ -51,6 +51,7 @@ class Display:
                 "-nolisten",
                 "tcp",
                 "-noreset",
+                "-r",  # no autorepeat: a box stalled between a key's press and release must not type it again
                 "+extension",
                 "XTEST",
             ],

@@ -385,3 +385,20 @@ async def test_a_desktop_box_created_but_never_started_is_removed_with_its_folde
         await docker_backend.start(SandboxSpec(memory_mb=1))
     assert docker_backend.list_boxes(run_id=docker_backend.run_id) == boxes
     assert set(docker_backend.run_dir.glob("cua-sb-*")) == folders
+
+
+async def test_a_key_held_by_a_stalled_machine_types_one_character(docker_pool):
+    """Under load the box can stall between a key's press and its release (xdotool sends them 4 ms apart).
+    With X's autorepeat on, a stall past its delay (660 ms) typed the key again and again: an agent's
+    typed text, and an oracle's, reached the application wrong (CI's text-editor oracle scored 0). The press
+    here is held 1 s, from inside the box."""
+    async with docker_pool.sandbox(timeout=120) as sb:
+        await sb.reset("desktop/editor-save", 0)
+        path = (await sb.oracle())["path"]
+        box = docker_pool.backend.docker.containers.get(sb.id)
+        held = "export DISPLAY=:$(ls /tmp/.X11-unix | tr -d X); xdotool keydown q; sleep 1; xdotool keyup q"
+        assert box.exec_run(["sh", "-c", held]).exit_code == 0
+        await sb.act({"type": "key", "keys": "ctrl+s", "wait_change_s": 2})
+        await sb.act({"type": "wait", "seconds": 1})
+        saved = box.exec_run(["cat", path]).output.decode()
+    assert saved.strip() == "q", repr(saved)
