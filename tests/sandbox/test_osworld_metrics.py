@@ -218,9 +218,9 @@ def test_a_command_getter_naming_a_missing_program_gives_none(tmp_path):
 
 
 def test_a_file_still_being_saved_is_read_once_it_holds_still(tmp_path: Path):
-    """l3afpad saves with fopen("w") (the file is empty, its mtime new) and writes the text at fclose, after
-    redrawing its title: an agent that says done at once was scored on the empty file. OSWorld's runners wait
-    5-20 s before they evaluate; vm_file waits until the file has not changed for FILE_QUIET_S."""
+    """l3afpad saves with fopen("w") (the file is empty, its mtime new) and writes the text at fclose: a file
+    scored in between is empty. OSWorld's runners wait 5-20 s before they evaluate; vm_file waits until the
+    file has not changed for FILE_QUIET_S."""
     import threading
 
     from sandbox.server.osworld.getters import FILE_QUIET_S, vm_file

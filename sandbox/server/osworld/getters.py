@@ -17,9 +17,9 @@ from sandbox.server.osworld.env import MissingAsset, TaskEnv, TaskSetupError
 from sandbox.server.osworld.steps import execute
 
 # A file the agent's application may still be writing is read once it has not changed for FILE_QUIET_S
-# (waiting at most FILE_SETTLE_MAX_S): l3afpad saves with fopen("w"), redraws its title, and writes the text
-# at fclose, so an agent that says done at once was scored on an empty file. OSWorld's runners sleep 5-20 s
-# before they evaluate; a file saved long ago costs nothing here.
+# (waiting at most FILE_SETTLE_MAX_S): l3afpad saves with fopen("w") and writes the text at fclose (about 1 ms
+# later, measured in a box), and a file scored in between is empty. OSWorld's runners sleep 5-20 s before
+# they evaluate; a file saved long ago costs nothing here.
 FILE_QUIET_S = 0.3
 FILE_SETTLE_MAX_S = 3.0
 
