@@ -113,9 +113,12 @@ def test_variable_length_group_gives_one_exact_row_per_turn(workflow_factory, fa
     check_trajectory_format({k: v for k, v in batch.items() if k != "multi_modal_input"})
     assert len(batch["multi_modal_input"]) == 6
 
-    # every row: output tokens under the loss mask, logprobs/versions on them only, images match the prompt
+    # every row: its turn's prompt then output tokens, the output alone under the loss mask, logprobs and
+    # versions on it only, images that match the prompt
     calls = [t.call for ep in eps for t in ep.turns]
     for i, c in enumerate(calls):
+        real = batch["attention_mask"][i].bool()
+        assert batch["input_ids"][i][real].tolist() == c.prompt_token_ids + c.output_token_ids
         mask = batch["loss_mask"][i].bool()
         assert int(mask.sum()) == len(c.output_token_ids)
         assert batch["input_ids"][i][mask].tolist() == c.output_token_ids
