@@ -1,6 +1,7 @@
 """An evaluation's numbers: per task and overall, the success rate with its 95% Wilson interval, mean task
-reward, format-failure rate (per turn) and mean turns, over the episodes the model played to the end.
-Episodes lost to infrastructure (after their retries) are counted apart: they say nothing about the model.
+reward, format-failure rate (per turn) and mean turns, over the episodes the model played to the end; for a
+task played over several turns, its numbers by turn (evaluate/turns.py). Episodes lost to infrastructure
+(after their retries) are counted apart: they say nothing about the model.
 
 Success is a task reward above 0 (rollout/outcomes.py).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_agent.episode.loop import Episode
+from cua_agent.evaluate.turns import Turns
 from cua_agent.rollout.outcomes import succeeded
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
@@ -74,19 +76,28 @@ class Report:
     overall: Score
     tasks: dict[str, Score]
     meta: dict[str, Any]  # what was evaluated: model, endpoint, task file, split, seeds, sampling
+    turns: dict[str, Turns]  # the tasks played over several turns: their numbers by turn
 
     @classmethod
     def of(cls, episodes: list[Episode], meta: dict[str, Any]) -> Report:
         by_task: defaultdict[str, list[Episode]] = defaultdict(list)
         for e in episodes:
             by_task[e.task_id].append(e)
-        return cls(Score.of(episodes), {t: Score.of(eps) for t, eps in sorted(by_task.items())}, meta)
+        tasks = sorted(by_task.items())
+        turns = {t: Turns.of(eps) for t, eps in tasks}
+        return cls(
+            Score.of(episodes),
+            {t: Score.of(eps) for t, eps in tasks},
+            meta,
+            {t: by_turn for t, by_turn in turns.items() if by_turn.multi_turn},
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "meta": self.meta,
             "overall": asdict(self.overall),
             "tasks": {t: asdict(s) for t, s in self.tasks.items()},
+            "turns": {t: asdict(by_turn) for t, by_turn in self.turns.items()},
         }
 
     def markdown(self) -> str:
@@ -97,7 +108,7 @@ class Report:
                 f"| {name} | {s.episodes} | {s.success_rate:.1%} | {s.ci95[0]:.1%}–{s.ci95[1]:.1%} | "
                 f"{s.task_reward:.3f} | {s.format_failure_rate:.2f} | {s.turns:.1f} | {s.infra_failures} |"
             )
-        return "\n".join(lines) + "\n"
+        return "\n".join([*lines, *("\n" + by_turn.markdown(t) for t, by_turn in self.turns.items())]) + "\n"
 
     def write(self, out_dir: Path) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)

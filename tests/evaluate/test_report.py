@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from cua_agent.episode.actions import Click, TypeText
 from cua_agent.episode.loop import Episode
+from cua_agent.episode.turn import Turn
 from cua_agent.evaluate.report import Report, Score, fisher_greater, wilson
 
 
@@ -43,7 +45,7 @@ def ep(task: str, reward: float | None, turns: int = 2, malformed: int = 0, stat
     from types import SimpleNamespace
 
     e = Episode(task, 0, "x", task_reward=reward, format_failures=malformed, status=status)
-    e.turns = [SimpleNamespace() for _ in range(turns)]  # type: ignore[misc]
+    e.turns = [SimpleNamespace(action=Click(1, 1)) for _ in range(turns)]  # type: ignore[misc]
     return e
 
 
@@ -66,7 +68,7 @@ def test_scores_count_infrastructure_failures_apart():
 
 
 def test_report_files(tmp_path):
-    report = Report.of([ep("miniwob/a", 1.0), ep("miniwob/b", 0.0)], {"model": "m", "split": "test"})
+    report = Report.of([ep("miniwob/a", 1.0, 1), ep("miniwob/b", 0.0, 1)], {"model": "m", "split": "test"})
     report.write(tmp_path)
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["meta"] == {"model": "m", "split": "test"}
@@ -76,3 +78,39 @@ def test_report_files(tmp_path):
     assert table[2].startswith("| miniwob/a | 1 | 100.0% |") and table[-1].startswith(
         "| **all** | 2 | 50.0% |"
     )
+
+
+def played(reward: float | None, *actions, status: str = "task_done") -> Episode:
+    e = Episode(
+        "miniwob/enter-text", 0, 'Enter "Deneen" into the text field and press Submit.', status=status
+    )
+    e.task_reward = reward
+    e.turns = [Turn(None, a) for a in actions]  # type: ignore[arg-type]
+    return e
+
+
+def test_a_multi_turn_task_is_reported_by_turn_with_the_typed_texts_exact_rate(tmp_path):
+    field, submit = Click(60, 80), Click(60, 120)
+    episodes = [
+        played(1.0, field, TypeText("Deneen"), submit),
+        played(0.0, field, TypeText("Vanda"), submit),
+        played(0.0, submit),  # submitted at once
+        played(0.0, None, field, status="max_turns"),  # nothing valid, then a click
+        played(None, field, status="infra_error"),  # not scored
+    ]
+    report = Report.of([*episodes, ep("miniwob/click-test", 1.0, 1)], {"model": "m"})
+    assert list(report.turns) == ["miniwob/enter-text"]  # click-test ends at its first turn
+    by_turn = report.turns["miniwob/enter-text"]
+    assert [(p.reached, p.actions, p.ended, p.ended_won) for p in by_turn.positions] == [
+        (4, {"click": 3, "invalid": 1}, 1, 0),
+        (3, {"type": 2, "click": 1}, 1, 0),
+        (2, {"click": 2}, 2, 1),
+    ]
+    assert (by_turn.typed, by_turn.typed_exact) == (2, 1)
+    report.write(tmp_path)
+    assert (
+        json.loads((tmp_path / "report.json").read_text())["turns"]["miniwob/enter-text"]["typed_exact"] == 1
+    )
+    text = (tmp_path / "report.md").read_text()
+    assert "| 1 | 4 | click 75%, invalid 25% | 1 | 0 |" in text
+    assert "typed text exactly as quoted: 1 of 2" in text
