@@ -1,5 +1,6 @@
 """Where a multi-turn policy gains or loses, per task: at each turn position, how many episodes reach it, the
-actions taken there (by the model's action name; "invalid" when nothing valid was parsed), how many end there
+actions taken there (by the model's action name, a key action with its keys: copy-paste's steps differ only
+in them; "invalid" when nothing valid was parsed), how many end there
 and how many of those succeed; and the typed text that matches the text the instruction quotes, exactly
 (enter-text's "Enter \"Deneen\" into the text field..."). Over the episodes played to the end, as Score.
 """
@@ -10,7 +11,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from cua_agent.episode.actions import TypeText
+from cua_agent.episode.actions import Key, TypeText
 from cua_agent.episode.loop import Episode
 from cua_agent.rollout.outcomes import succeeded
 
@@ -77,4 +78,6 @@ class Turns:
 
 
 def _name(action: object) -> str:
+    if isinstance(action, Key):
+        return f"key {action.keys}"
     return getattr(action, "name", None) or "invalid"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cua_agent.episode.actions import Click, TypeText
+from cua_agent.episode.actions import Click, Key, TypeText
 from cua_agent.episode.loop import Episode
 from cua_agent.episode.turn import Turn
 from cua_agent.evaluate.report import Report, Score, fisher_greater, wilson
@@ -96,13 +96,14 @@ def test_a_multi_turn_task_is_reported_by_turn_with_the_typed_texts_exact_rate(t
         played(0.0, field, TypeText("Vanda"), submit),
         played(0.0, submit),  # submitted at once
         played(0.0, None, field, status="max_turns"),  # nothing valid, then a click
+        played(0.0, Key("ctrl+a"), status="max_turns"),
         played(None, field, status="infra_error"),  # not scored
     ]
     report = Report.of([*episodes, ep("miniwob/click-test", 1.0, 1)], {"model": "m"})
     assert list(report.turns) == ["miniwob/enter-text"]  # click-test ends at its first turn
     by_turn = report.turns["miniwob/enter-text"]
     assert [(p.reached, p.actions, p.ended, p.ended_won) for p in by_turn.positions] == [
-        (4, {"click": 3, "invalid": 1}, 1, 0),
+        (5, {"click": 3, "invalid": 1, "key ctrl+a": 1}, 2, 0),
         (3, {"type": 2, "click": 1}, 1, 0),
         (2, {"click": 2}, 2, 1),
     ]
@@ -112,5 +113,5 @@ def test_a_multi_turn_task_is_reported_by_turn_with_the_typed_texts_exact_rate(t
         json.loads((tmp_path / "report.json").read_text())["turns"]["miniwob/enter-text"]["typed_exact"] == 1
     )
     text = (tmp_path / "report.md").read_text()
-    assert "| 1 | 4 | click 75%, invalid 25% | 1 | 0 |" in text
+    assert "| 1 | 5 | click 60%, invalid 20%, key ctrl+a 20% | 2 | 0 |" in text
     assert "typed text exactly as quoted: 1 of 2" in text
