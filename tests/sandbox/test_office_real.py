@@ -22,6 +22,7 @@ from sandbox.pool import SandboxPool
 from sandbox.server.office_suite import TASKS as GENERATORS
 from sandbox.tasks import load_tasks
 from tests.sandbox.conftest import office_spec
+from tests.security.box_shell import box_shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -62,8 +63,8 @@ async def _play(pool: SandboxPool, task_id: str, seed: int, attempt: str) -> dic
         info = verdict["info"]
         if attempt == "oracle" and verdict["reward"] != 1.0:  # what was scored, for the failure to show
             path = (await sb.oracle())["path"]
-            saved = pool.backend.docker.containers.get(sb.id).exec_run(["cat", path]).output  # type: ignore[attr-defined]
-            info = {**info, "saved": saved.decode(errors="replace")[:2000]}
+            shell = box_shell(pool.backend, sb.id)  # type: ignore[arg-type]
+            info = {**info, "saved": shell(f"cat '{path}'")[:2000]}
         return {**out, attempt: (verdict["reward"], info)}
 
 

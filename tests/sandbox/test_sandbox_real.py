@@ -18,6 +18,7 @@ from sandbox.oracles import Ctx, random_actions, solve
 from sandbox.pool import SandboxPool
 from sandbox.tasks import load_tasks
 from tests.sandbox.owner_process import spawn_owner
+from tests.security.box_shell import box_shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
@@ -390,15 +391,15 @@ async def test_a_desktop_box_created_but_never_started_is_removed_with_its_folde
 async def test_a_key_held_by_a_stalled_machine_types_one_character(docker_pool):
     """Under load the box can stall between a key's press and its release (xdotool sends them 4 ms apart).
     With X's autorepeat on, a stall past its delay (660 ms) typed the key again and again: an agent's
-    typed text, and an oracle's, reached the application wrong (CI's text-editor oracle scored 0). The press
-    here is held 1 s, from inside the box."""
+    typed text, and an oracle's, reached the application wrong (the likely cause of CI's text-editor oracles
+    scoring 0). The press here is held 1 s, from inside the box."""
     async with docker_pool.sandbox(timeout=120) as sb:
         await sb.reset("desktop/editor-save", 0)
         path = (await sb.oracle())["path"]
-        box = docker_pool.backend.docker.containers.get(sb.id)
+        shell = box_shell(docker_pool.backend, sb.id)
         held = "export DISPLAY=:$(ls /tmp/.X11-unix | tr -d X); xdotool keydown q; sleep 1; xdotool keyup q"
-        assert box.exec_run(["sh", "-c", held]).exit_code == 0
+        assert shell(f"{held} && echo held").strip() == "held"
         await sb.act({"type": "key", "keys": "ctrl+s", "wait_change_s": 2})
         await sb.act({"type": "wait", "seconds": 1})
-        saved = box.exec_run(["cat", path]).output.decode()
+        saved = shell(f"cat '{path}'")
     assert saved.strip() == "q", repr(saved)
