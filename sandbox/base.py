@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import stat
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.client import ControlClient, SandboxClient
-from sandbox.errors import BoxBroken, SandboxDied, SandboxError
+from sandbox.errors import BoxBroken, SandboxDied, SandboxError, SandboxStartError
 from sandbox.server.task_families import family_of
 
 MAX_SOCKET_PATH = 107  # bytes in a unix socket's path (sun_path, less its NUL): box control sockets must fit
@@ -240,8 +241,36 @@ class Backend:
 
     name = ""
 
+    CREATE_WAIT_S = 30.0  # what `stop_creating` waits for the engine calls under way (each takes ~1 s)
+
     def __init__(self, run_id: str | None = None) -> None:
         self.run_id = run_id or f"{os.getpid()}-{secrets.token_hex(4)}"
+        self._creates = 0  # engine calls making a box, under way
+        self._creates_done = threading.Condition()
+        self.creating_stopped = False
+
+    @contextlib.contextmanager
+    def creating(self, name: str) -> Iterator[None]:
+        """Around the engine call that makes box `name`: refused after `stop_creating`, and counted while
+        it runs, so `stop_creating` can wait for it (the engine lists a box only once that call returns)."""
+        with self._creates_done:
+            if self.creating_stopped:
+                raise SandboxStartError(f"{name}: not started, the run is removing its boxes")
+            self._creates += 1
+        try:
+            yield
+        finally:
+            with self._creates_done:
+                self._creates -= 1
+                self._creates_done.notify_all()
+
+    def stop_creating(self, timeout_s: float = CREATE_WAIT_S) -> bool:
+        """Refuse new boxes from now on, and wait at most `timeout_s` for those being created: after it, the
+        engine's list holds every box this backend made, so removing the listed boxes leaves none (a run's
+        last resort at a forced exit, while its episodes still start boxes). False on the timeout."""
+        with self._creates_done:
+            self.creating_stopped = True
+            return self._creates_done.wait_for(lambda: self._creates == 0, timeout_s)
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         raise NotImplementedError

@@ -127,9 +127,14 @@ class RolloutSandboxes:
 
     def remove_own(self) -> list[str]:
         """Last resort at a forced exit: remove this process's boxes directly through the backend: those of
-        its backends' run ids that this process made (another trainer on the engine may share its pid)."""
+        its backends' run ids that this process made (another trainer on the engine may share its pid).
+        The episodes still run and start boxes: the backends first refuse new ones and let those being
+        created appear in the engine's list."""
+        backends = [b for b in (self._pool_backend, self._repo_backend) if b is not None]
+        for b in backends:
+            b.stop_creating()
         mine = []
-        for b in filter(None, (self._pool_backend, self._repo_backend)):
+        for b in backends:
             ids = [x["id"] for x in b.list_boxes(run_id=b.run_id) if made_by_this_process(x["labels"])]
             for box_id in ids:
                 b.remove_sync(box_id)

@@ -241,7 +241,8 @@ class DockerBackend(Backend):
         """Around a box's create and start: a box the engine created but could not start (a limit runc
         cannot set, a hung start) is removed with its control folder; it stayed in the engine's list."""
         try:
-            yield
+            with self.creating(name):
+                yield
         except Exception:
             with contextlib.suppress(Exception):
                 self.remove_sync(name)

@@ -388,12 +388,13 @@ class GboxBackend(Backend):
         create_id = secrets.token_hex(8)
         labels = {**owner_labels(self.run_id), "cua.backend": "gbox", "cua.create_id": create_id}
         try:
-            box = await boxes.create_linux(
-                config={"expiresIn": _duration(self.expires_in_s), "labels": labels},
-                api_timeout=_duration(self.create_timeout_s),
-                wait=True,
-                timeout=self.create_timeout_s + 30,
-            )
+            with self.creating(f"gbox box {create_id}"):
+                box = await boxes.create_linux(
+                    config={"expiresIn": _duration(self.expires_in_s), "labels": labels},
+                    api_timeout=_duration(self.create_timeout_s),
+                    wait=True,
+                    timeout=self.create_timeout_s + 30,
+                )
         except gbox_sdk.GboxClientError as exc:
             # The create may have made a box anyway (a lost answer): find it by its label, end it.
             await self._terminate_created(create_id)

@@ -122,35 +122,36 @@ class LocalBackend(Backend):
             PYTHONUNBUFFERED="1",
         )
         sock, ready = box / CONTROL_SOCKET, box / "ready.json"
-        log = open(box / "server.log", "wb")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            [
-                host_python(),
-                "-m",
-                "sandbox.server",
-                "--socket",
-                str(sock),
-                "--ready-file",
-                str(ready),
-                "--owner-pid",
-                str(os.getpid()),
-                "--width",
-                str(spec.screen[0]),
-                "--height",
-                str(spec.screen[1]),
-            ],
-            env=env,
-            cwd=box / "home",
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-        self.procs[name] = proc
-        (box / "meta.json").write_text(
-            json.dumps({"labels": {**owner_labels(self.run_id), "cua.backend": "local"}, "sid": proc.pid})
-        )
+        with self.creating(name):  # the box exists once its meta.json lists it
+            log = open(box / "server.log", "wb")  # noqa: SIM115 - owned by the child
+            proc = subprocess.Popen(
+                [
+                    host_python(),
+                    "-m",
+                    "sandbox.server",
+                    "--socket",
+                    str(sock),
+                    "--ready-file",
+                    str(ready),
+                    "--owner-pid",
+                    str(os.getpid()),
+                    "--width",
+                    str(spec.screen[0]),
+                    "--height",
+                    str(spec.screen[1]),
+                ],
+                env=env,
+                cwd=box / "home",
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            self.procs[name] = proc
+            (box / "meta.json").write_text(
+                json.dumps({"labels": {**owner_labels(self.run_id), "cua.backend": "local"}, "sid": proc.pid})
+            )
         deadline = time.monotonic() + self.start_timeout
         while not ready.exists():
             if proc.poll() is not None or time.monotonic() > deadline:

@@ -77,7 +77,16 @@ class MultiBackend(Backend):
             b = self._connect(endpoint, self.run_id)
             with self._lock:
                 b = self._backends.setdefault(endpoint, b)
+        if self.creating_stopped:  # made after the run's last resort began
+            b.stop_creating(0)
         return b
+
+    def stop_creating(self, timeout_s: float = Backend.CREATE_WAIT_S) -> bool:
+        """In each backend made so far, and in those made from now on (`backend`)."""
+        super().stop_creating(0)  # first: a backend made after the list below sees it
+        with self._lock:
+            made = list(self._backends.values())
+        return all([b.stop_creating(timeout_s) for b in made])
 
     def loads(self) -> dict[str, int]:
         """Boxes per endpoint: other processes' (listed now unless the last listing is fresh), this

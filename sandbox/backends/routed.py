@@ -46,7 +46,16 @@ class RoutedBackend(Backend):
             b = self._make(name, self.run_id)
             with self._lock:
                 b = self._backends.setdefault(name, b)
+        if self.creating_stopped:  # made after the run's last resort began
+            b.stop_creating(0)
         return b
+
+    def stop_creating(self, timeout_s: float = Backend.CREATE_WAIT_S) -> bool:
+        """In each backend made so far, and in those made from now on (`backend`)."""
+        super().stop_creating(0)  # first: a backend made after the list below sees it
+        with self._lock:
+            made = list(self._backends.values())
+        return all([b.stop_creating(timeout_s) for b in made])
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         name = spec.backend or self.default

@@ -5,6 +5,7 @@ owner pid. The neighbour here is a box on the same engine labelled as another tr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -55,4 +56,36 @@ async def test_a_forced_exit_removes_this_trainers_boxes_and_not_a_neighbours_wi
         assert removed == [own.id]
         assert [b["id"] for b in docker_backend.list_boxes() if b["id"] == neighbours_box] == [neighbours_box]
     finally:
+        await sandboxes.close()
+
+
+async def test_a_forced_exit_while_boxes_are_starting_leaves_none_and_starts_no_more(docker_backend):
+    """At the stop deadline the episodes still run: their boxes keep starting (a pool refill, an episode's
+    retry after its box was removed) while the last resort lists and removes the run's boxes. A box whose
+    create was under way when the list was taken, or began after it, outlived the trainer (seen after a
+    SIGTERM past checkpoint.stop_timeout_s: 3 boxes created in the second of the removal)."""
+    sandboxes = RolloutSandboxes(SandboxConfig(backend="docker", max_concurrency=3))
+    await sandboxes.pool()
+    backend, stop = sandboxes._pool_backend, asyncio.Event()
+    outcomes: list[str] = []
+
+    async def keep_starting() -> None:
+        while not stop.is_set():
+            try:
+                outcomes.append((await backend.start(sandboxes.spec)).id)
+            except Exception as exc:  # removed under its start, or refused: the episode fails
+                outcomes.append(type(exc).__name__)
+
+    starters = [asyncio.create_task(keep_starting()) for _ in range(3)]
+    try:
+        while not any(o.startswith("cua-sb-") for o in outcomes):  # boxes up, and more being created
+            await asyncio.sleep(0.1)
+        await asyncio.to_thread(sandboxes.remove_own)
+        stop.set()  # the process exits now; starts already under way finish on the engine's side
+        await asyncio.gather(*starters)
+        assert backend.list_boxes(run_id=backend.run_id) == [], outcomes
+    finally:
+        stop.set()
+        await asyncio.gather(*starters, return_exceptions=True)
+        await asyncio.to_thread(sandboxes._pool_backend.reap, True)
         await sandboxes.close()

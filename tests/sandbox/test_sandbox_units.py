@@ -321,7 +321,8 @@ class FakeBackend(Backend):
         if self.starts <= self.fail_first:
             raise SandboxStartError("boom")
         box_id = f"box{self.starts}"
-        self.boxes[box_id] = FakeBox()
+        with self.creating(box_id):
+            self.boxes[box_id] = FakeBox()
         return Sandbox(id=box_id, backend=self, client=FakeClient(self.boxes[box_id]), spec=spec)  # type: ignore[arg-type]
 
     async def stop(self, sb: Sandbox) -> None:
@@ -501,6 +502,20 @@ def test_a_backend_in_use_that_cannot_list_is_skipped_but_the_default_must_answe
     assert routed.list_boxes() == [] and warned == ["listing the boxes on gbox failed, skipped: unreachable"]
     with pytest.raises(SandboxError):
         RoutedBackend("docker", lambda name, rid: Down()).list_boxes()
+
+
+async def test_after_stop_creating_the_router_starts_no_box_on_any_backend_made_before_or_after():
+    """A run's last resort (RolloutSandboxes.remove_own) stops creation before it lists its boxes: a
+    backend the router makes afterwards (a row naming another backend) must refuse as well."""
+    from sandbox.backends.routed import RoutedBackend
+
+    routed = RoutedBackend("docker", lambda name, rid: FakeBackend())
+    await routed.start(SandboxSpec())
+    assert routed.stop_creating(timeout_s=1)
+    for spec in (SandboxSpec(), SandboxSpec(backend="gbox")):
+        with pytest.raises(SandboxStartError, match="the run is removing its boxes"):
+            await routed.start(spec)
+    assert [b["id"] for b in routed.list_boxes()] == ["box1"]
 
 
 def test_reaping_through_the_router_is_each_backends_own_reap():
