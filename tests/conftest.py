@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -152,7 +152,7 @@ def artefacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # The servers of a shared unit's fixtures (SHARED_UNITS), stopped as soon as this worker has played the
 # unit (every test that uses them is in it): each holds ~2.4 GB, and both workers' would not fit in memory.
-_SERVERS_OF: dict[str, list[VLLMProcess]] = {}
+_SERVERS_OF: dict[str, list[VLLMProcess | Servers]] = {}
 
 
 @pytest.hookimpl(wrapper=True)  # after the test's own fixtures are torn down
@@ -166,29 +166,52 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     return result
 
 
+class Servers(Mapping[str, VLLMProcess]):
+    """A server per model, each started (through scripts/run_vllm_cpu.sh) the first time a test asks for it:
+    a worker whose tests use one model of a pair does not pay ~25 s of two cores and ~2.4 GB for the other."""
+
+    def __init__(self, models: dict[str, Path], artefacts: Path) -> None:
+        self.models, self.artefacts = models, artefacts
+        self.started: dict[str, VLLMProcess] = {}
+
+    def __getitem__(self, name: str) -> VLLMProcess:
+        if name not in self.started:
+            self.started[name] = start_vllm(self.models[name], self.artefacts)
+            self.started[name].wait_healthy(SERVER_START_TIMEOUT_S)
+        return self.started[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def stop(self) -> None:
+        for server in self.started.values():
+            server.stop()
+        self.started.clear()
+
+
 def _serve(models: dict[str, Path], artefacts: Path, fixture: str | None = None):
-    """One server per model, started concurrently through scripts/run_vllm_cpu.sh, stopped after (or when
-    the worker leaves the shared unit of `fixture`)."""
-    servers = {name: start_vllm(path, artefacts) for name, path in models.items()}
+    """The models' servers, each started on first use, stopped after (or when the worker leaves the shared
+    unit of `fixture`)."""
+    servers = Servers(models, artefacts)
     if fixture:
-        _SERVERS_OF[fixture] = list(servers.values())
+        _SERVERS_OF[fixture] = [servers]
     try:
-        with ThreadPoolExecutor(len(servers)) as pool:
-            list(pool.map(lambda s: s.wait_healthy(SERVER_START_TIMEOUT_S), servers.values()))
         yield servers
     finally:
-        for s in servers.values():
-            s.stop()
+        servers.stop()
 
 
 @pytest.fixture(scope="session")
-def vllm_servers(artefacts: Path) -> dict[str, VLLMProcess]:
+def vllm_servers(artefacts: Path) -> Servers:
     """The tiny Qwen2.5-VL models' servers ("untied", "tied")."""
     yield from _serve(MODELS, artefacts)
 
 
 @pytest.fixture(scope="session")
-def qwen3_vl_servers(artefacts: Path) -> dict[str, VLLMProcess]:
+def qwen3_vl_servers(artefacts: Path) -> Servers:
     """The tiny Qwen3-VL models' servers ("untied", "tied"), started by the first test that needs them."""
     yield from _serve(QWEN3_VL_MODELS, artefacts, "qwen3_vl_servers")
 
