@@ -186,9 +186,10 @@ async def _version(server: VLLMServer) -> int | None:
 def test_turn_aborted_by_weight_update_is_regenerated_whole(engine):
     """pause_generation aborts in-flight requests on the server; achat waits out the pause and generates
     the whole turn again, so its tokens come from one version."""
-    # Still in flight when we pause 2 s in (2000 tokens: 9 s alone on a slow 2-core machine), and short enough
-    # to be generated again within the engine's 120 s request timeout beside another test (4000 were not).
-    long = SamplingParams(max_tokens=2000, temperature=1.0, ignore_eos=True)
+    # Still in flight when we pause 1.5 s in (800 tokens: ~3.5 s alone on a slow 2-core machine, longer beside
+    # another test; if the pause came late, `attempts` would be 1), and generated again well within the
+    # engine's 120 s request timeout (4000 tokens were not, beside another test).
+    long = SamplingParams(max_tokens=800, temperature=1.0, ignore_eos=True)
     messages = [{"role": "user", "content": "write a long story"}]
     started = threading.Event()
 
