@@ -333,7 +333,9 @@ async def test_two_pools_reaping_the_same_orphans_at_once_both_start():
 
     for round_ in range(5):
         run_id = f"pytest-race-{os.getpid()}-{round_}"
-        owners = [await asyncio.to_thread(spawn_owner, "docker", f"{run_id}-{i}") for i in range(4)]
+        owners = await asyncio.gather(
+            *(asyncio.to_thread(spawn_owner, "docker", f"{run_id}-{i}") for i in range(4))
+        )
         for proc, _ in owners:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
