@@ -56,8 +56,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--model",
         type=Path,
         default=None,
-        help=f"the warm start both arms start from; default: {LEARN_WARM}, built (or found up to date) for "
-        "--tasks and --task-ids by python -m cua_agent.warmstart",
+        help=f"the warm start both arms start from; default: {LEARN_WARM} (another task set's: a folder beside "
+        "it), built (or found up to date) for --tasks, --task-ids and --max-turns by python -m cua_agent.warmstart",
     )
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--eval-every", type=int, default=20)
@@ -81,6 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = ap.parse_args(argv)
     config = OmegaConf.load(CONFIG)
     agent = config.agent
+    args.warm_max_turns = args.max_turns  # the warm start's demonstrations: as long as the run's episodes
     if args.max_turns is None:
         args.max_turns = agent.max_turns
     args.tasks = args.tasks.resolve()
@@ -235,12 +236,21 @@ def plot(curves: dict[str, dict[int, dict]], path: Path, title: str, control: st
     img.save(path)
 
 
+def default_warm_start(task_ids: str) -> Path:
+    """Where the default warm start of `task_ids` lives: click-test's is LEARN_WARM, another task set's a
+    folder of its own beside it (so switching tasks never rebuilds the other's)."""
+    if task_ids == ",".join(LEARN_TASK_IDS):
+        return LEARN_WARM
+    return LEARN_WARM.with_name(f"{LEARN_WARM.name}-{task_ids.replace('/', '-').replace(',', '+')}")
+
+
 def warm_start(args: argparse.Namespace) -> None:
     """The default warm start, built for the task file and ids (a no-op in a second while it is current)."""
     print(f"warm start: {args.model} for {args.task_ids} ({args.tasks.name})", flush=True)
+    turns = [] if args.warm_max_turns is None else ["--max-turns", str(args.warm_max_turns)]
     run(
         [sys.executable, "-m", "cua_agent.warmstart", "--out", str(args.model), "--tasks", str(args.tasks),
-         "--task-ids", args.task_ids],
+         "--task-ids", args.task_ids, *turns],
         args.out / "warmstart.log",
     )  # fmt: skip
 
@@ -250,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     if args.model is None:
-        args.model = LEARN_WARM
+        args.model = default_warm_start(args.task_ids)
         warm_start(args)
     if not (args.model / "config.json").is_file():
         raise SystemExit(f"{args.model}: no model here (config.json missing)")

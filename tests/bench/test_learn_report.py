@@ -48,16 +48,18 @@ def runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
         if "cua_agent.evaluate" in cmd:
             out = Path(cmd[cmd.index("--out") + 1])
             out.mkdir(parents=True)
-            (out / "report.json").write_text(json.dumps(report(dict(zip(TASKS, (60, 30), strict=True)))))
+            tasks = cmd[cmd.index("--task-ids") + 1].split(",")
+            (out / "report.json").write_text(json.dumps(report(dict(zip(tasks, (60, 30), strict=False)))))
             return
         opts = dict(a.split("=", 1) for a in cmd if "=" in a)
         root, lr = Path(opts["cluster.fileroot"]), float(opts["actor.optimizer.lr"])
+        tasks = opts["tasks.task_ids"].strip("[]").split(",")
         for step in (20, 40):
             rise = step if lr > 0 else 0
             out = root / "eval" / f"step{step}"
             out.mkdir(parents=True)
             (out / "report.json").write_text(
-                json.dumps(report(dict(zip(TASKS, (60 + rise, 30 + rise), strict=True))))
+                json.dumps(report(dict(zip(tasks, (60 + rise, 30 + rise), strict=False))))
             )
 
     monkeypatch.setattr(learn, "run", run)
@@ -96,9 +98,23 @@ def test_by_default_the_warm_start_of_the_task_is_built_first_then_trained_from(
     assert warm[warm.index("--out") + 1] == str(tmp_path / "learn-warm")
     assert warm[warm.index("--tasks") + 1] == str(learn.LEARN_TASKS)
     assert warm[warm.index("--task-ids") + 1] == "miniwob/click-test"
+    assert "--max-turns" not in warm  # the shipped recipe's (episodes end at the first click)
     assert step0[step0.index("--checkpoint") + 1] == str(tmp_path / "learn-warm")
     assert f"actor.path={tmp_path / 'learn-warm'}" in grpo
     assert "tasks.task_ids=[miniwob/click-test]" in grpo
+
+
+def test_another_tasks_warm_start_has_its_own_folder_and_the_runs_turns(runs, tmp_path):
+    """copy-paste (six actions) next to click-test: its demonstrations need the run's 8 turns, and building
+    it must not replace click-test's warm start."""
+    copy = "tasks/miniwob-copy-paste-400x300.jsonl"
+    argv = ["--tasks", copy, "--task-ids", "miniwob/copy-paste", "--max-turns", "8"]
+    assert learn.main(["--out", str(tmp_path / "learn"), *argv]) == 0
+    warm, step0, grpo = runs
+    folder = str(tmp_path / "learn-warm-miniwob-copy-paste")
+    assert warm[warm.index("--out") + 1] == folder and warm[warm.index("--max-turns") + 1] == "8"
+    assert step0[step0.index("--checkpoint") + 1] == folder and f"actor.path={folder}" in grpo
+    assert "agent.max_turns=8" in grpo
 
 
 def test_the_plots_labels_keep_their_spaces(tmp_path):
