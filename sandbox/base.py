@@ -270,7 +270,13 @@ class Backend:
         last resort at a forced exit, while its episodes still start boxes). False on the timeout."""
         with self._creates_done:
             self.creating_stopped = True
-            return self._creates_done.wait_for(lambda: self._creates == 0, timeout_s)
+            done = self._creates_done.wait_for(lambda: self._creates == 0, timeout_s)
+        return all([b.stop_creating(timeout_s) for b in self.made_backends()]) and done
+
+    def made_backends(self) -> list[Backend]:
+        """The backends this one starts its boxes through (a router's, made on first use): `stop_creating`
+        reaches them too, and one made after it must be stopped as it is made (`creating_stopped`)."""
+        return []
 
     async def start(self, spec: SandboxSpec) -> Sandbox:
         raise NotImplementedError
