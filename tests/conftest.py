@@ -63,7 +63,9 @@ _OVER = pytest.StashKey[float]()
 SHARED_UNITS = {
     # One Ray cluster on the second podman engine at a time: a test lists every box of that engine, and
     # every Ray trainer process of the machine.
-    "engine2": ("second_engine",),
+    # Also tests that start boxes in bursts on the main engine (BOXES_IN_BURSTS): the multi-endpoint tests
+    # check that boxes are spread by each engine's load, which such a burst changes under them.
+    "engine2": ("second_engine", "BOXES_IN_BURSTS"),
     "office": ("office_image", "office_pool"),  # one worker builds the image on first use
     # Servers on one worker only (one holds ~2.4 GB): the tests of the Qwen3-VL and the warm start's.
     "qwen3-vl": ("qwen3_vl_servers", "qwen3_vl_lora_server", "qwen3_vl_rollout_engine"),

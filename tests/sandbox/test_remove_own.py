@@ -19,6 +19,7 @@ from cua_agent.rollout.sandboxes import RolloutSandboxes
 from sandbox.base import LABEL
 
 pytestmark = pytest.mark.slow
+BOXES_IN_BURSTS = True  # tests/conftest.py: played in the engine2 unit, never beside the multi-endpoint tests
 
 
 @pytest.fixture
@@ -87,5 +88,6 @@ async def test_a_forced_exit_while_boxes_are_starting_leaves_none_and_starts_no_
     finally:
         stop.set()
         await asyncio.gather(*starters, return_exceptions=True)
-        await asyncio.to_thread(sandboxes._pool_backend.reap, True)
+        for box in backend.list_boxes(run_id=backend.run_id):  # this run's only: other tests' boxes run
+            await asyncio.to_thread(backend.remove_sync, box["id"])
         await sandboxes.close()
