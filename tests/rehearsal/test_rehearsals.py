@@ -236,7 +236,7 @@ def test_cua_grpo_with_mixed_gui_and_repository_rows(vllm_servers, sandbox_setup
     coverage = [  # the README's mixed families: MiniWoB and the sample repository tasks in one run
         f"tasks.extra_train_paths=[{REPO_TASKS}]",
         "tasks.task_ids=[miniwob/click-test,repo/calc-add]",
-        "evaluation.task_ids=[miniwob/click-test,miniwob/click-button]",
+        "evaluation.task_ids=[miniwob/click-test,miniwob/focus-text]",
         "agent.command_timeout_s=5",
     ]
     try:
