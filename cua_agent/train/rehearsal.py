@@ -94,7 +94,7 @@ def overrides(config: CUAGRPOConfig, servers: list[str], fileroot: str | Path) -
         Override("agent.max_turns", "2", "turns per episode", "scale"),
         Override("agent.max_new_tokens", "24", "tokens per turn (a random tiny model writes until the limit)", "scale"),
         Override("agent.max_filtered_in_a_row", "1", "a random model's groups all have equal rewards: filter one, train the next", "scale"),
-        Override("tasks.train_path", "tasks/miniwob-400x300.jsonl", "MiniWoB at its page's size: ~150 image tokens a screenshot, not ~1,300", "scale"),
+        Override("tasks.train_path", "tasks/miniwob-400x300.jsonl", "MiniWoB at its page's size: a quarter of the image tokens (Qwen2.5-VL: 156 a screenshot, not 642)", "scale"),
         Override("tasks.task_ids", "[miniwob/click-test,miniwob/focus-text]", "two MiniWoB tasks of that file", "scale"),
         Override("sandbox.max_concurrency", "2", "desktops per rank", "scale"),
         Override("sandbox.warm", "0", "no desktops kept warm", "scale"),
