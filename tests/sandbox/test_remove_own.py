@@ -88,6 +88,5 @@ async def test_a_forced_exit_while_boxes_are_starting_leaves_none_and_starts_no_
     finally:
         stop.set()
         await asyncio.gather(*starters, return_exceptions=True)
-        for box in backend.list_boxes(run_id=backend.run_id):  # this run's only: other tests' boxes run
-            await asyncio.to_thread(backend.remove_sync, box["id"])
+        await asyncio.to_thread(sandboxes.remove_own)  # this run's boxes only: other tests' boxes run
         await sandboxes.close()
