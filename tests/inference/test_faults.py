@@ -128,7 +128,7 @@ async def test_real_server_killed_mid_run(artefacts):
     try:
         proc.wait_healthy(400)
         # A cold server's first request may take seconds: warm up with the default policy.
-        gen = await VLLMServer(proc.address).chat(MESSAGES, SamplingParams(max_tokens=4))
+        gen = await VLLMServer(proc.address).chat(MESSAGES, SamplingParams(max_tokens=4, ignore_eos=True))
         assert len(gen.output_token_ids) == 4
     finally:
         proc.stop()

@@ -169,7 +169,7 @@ def test_an_adapter_is_verified_while_the_server_generates(
             await server.resume()
             assert moved > 0.01
             after = await server.complete_tokens(
-                list(range(20, 60)), SamplingParams(max_tokens=8), model="busy-v2"
+                list(range(20, 60)), SamplingParams(max_tokens=8, ignore_eos=True), model="busy-v2"
             )
             assert len(after.output_token_ids) == 8 and await server.healthy()
             for name in names:
