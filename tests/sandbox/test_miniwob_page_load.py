@@ -81,3 +81,48 @@ def test_reset_loads_the_page_again_until_it_is_complete(tmp_path, page):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "INSTRUCTION Click OK" in out.stdout
     assert "LOADS 2" in out.stdout
+
+
+LATE_NAVIGATION = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from sandbox.server.display import Display
+    from sandbox.server.runtimes.miniwob import MiniWoBRuntime
+
+    display = Display()
+    rt = MiniWoBRuntime(display)
+    rt.html_dir = Path(sys.argv[1])
+    try:
+        rt.reset("first", 1)
+
+        def late_get(url):  # returns before chromium commits the navigation
+            rt.driver.execute_script(
+                "const url = arguments[0]; setTimeout(() => { location.href = url; }, 1000);", url
+            )
+
+        rt.driver.get = late_get
+        print("INSTRUCTION", rt.reset("second", 1)["instruction"])
+        print("URL", rt.driver.execute_script("return location.pathname;"))
+    finally:
+        rt.close()
+        display.close()
+    """
+)
+
+
+def test_reset_never_takes_the_previous_tasks_page_for_the_new_one(tmp_path):
+    """The oracle once found no `math-answer` on simple-arithmetic's page under load: a get() that returns
+    before the navigation commits leaves the previous task's page in the tab, and that page is complete (a
+    MiniWoB page, with its genProblem, core and query). Reset must wait for the new page, not start an
+    episode on the old one and hand the agent the previous task's instruction."""
+    for name, utterance in (("first", "Click OK"), ("second", "Type 42")):
+        script = TASK_SCRIPT.replace("Click OK", utterance)
+        page = f'<!doctype html><html><head><script>{script}</script></head><body><div id="query"></div></body></html>'
+        (tmp_path / f"{name}.html").write_text(page)
+    out = subprocess.run(
+        [host_python(), "-c", LATE_NAVIGATION, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "INSTRUCTION Type 42" in out.stdout, out.stdout
+    assert "second.html" in out.stdout.split("URL", 1)[1]

@@ -181,13 +181,18 @@ class MiniWoBRuntime(Runtime):
         before the page is complete: CI saw the task's scripts (genProblem, core) undefined for a whole
         wait, and once a body not yet parsed, so that genProblem wrote the utterance nowhere and the
         agent got an empty instruction. Wait for the page's own `onload` (every task's shows its start
-        cover) and its query element; navigate again before giving up."""
+        cover) and its query element; navigate again before giving up. The page being left is marked
+        first: before the navigation commits, the tab still holds the previous task's page, which is
+        complete too (the oracle once found no `math-answer` on simple-arithmetic: the agent had been
+        given the previous task's page and instruction)."""
         complete = (
-            "return document.readyState === 'complete' && typeof genProblem === 'function'"
+            "return window.cuaLeft === undefined && document.readyState === 'complete'"
+            " && typeof genProblem === 'function'"
             " && typeof core !== 'undefined' && core.cover_div != null"
             " && document.getElementById('query') !== null;"
         )
         for _ in range(attempts):
+            self.driver.execute_script("window.cuaLeft = true;")
             self.driver.get(path.as_uri())
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
