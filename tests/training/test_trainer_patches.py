@@ -26,6 +26,22 @@ def test_packed_sequences_attend_only_within_themselves():
     assert not torch.allclose(packed[:, 4:9], whole[:, 4:9]), "plain sdpa leaks across sequences"
 
 
+def test_packed_sequences_get_the_gradients_they_get_alone():
+    torch.manual_seed(0)
+    bounds = ((0, 4), (4, 9), (9, 11))
+    qkv = [torch.randn(1, 2, 11, 8, requires_grad=True) for _ in range(3)]
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)
+    packed, _ = _segmented_sdpa(_Causal(), *qkv, None, cu_seq_lens_q=cu, cu_seq_lens_k=cu)
+    weights = torch.randn_like(packed)
+    (packed * weights).sum().backward()
+    for a, b in bounds:
+        alone = [t.detach()[:, :, a:b].clone().requires_grad_() for t in qkv]
+        out, _ = sdpa_attention_forward(_Causal(), *alone, None)
+        (out * weights[:, a:b]).sum().backward()
+        for t, t_alone in zip(qkv, alone, strict=True):
+            torch.testing.assert_close(t.grad[:, :, a:b], t_alone.grad)
+
+
 def test_unpacked_calls_are_plain_sdpa():
     q, k, v = (torch.randn(1, 2, 6, 8) for _ in range(3))
     out, _ = _segmented_sdpa(_Causal(), q, k, v, None)
