@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import sys
 
-from areal.api.cli_args import load_expr_config
+from cua_agent.openmp import sleep_while_waiting
 
-from cua_agent.config import CUAGRPOConfig
-from cua_agent.train.cli import config_args, split_check
-from cua_agent.train.job import run
+sleep_while_waiting()  # before torch loads libgomp: each rank and its children
+
+from areal.api.cli_args import load_expr_config  # noqa: E402
+
+from cua_agent.config import CUAGRPOConfig  # noqa: E402
+from cua_agent.train.cli import config_args, split_check  # noqa: E402
+from cua_agent.train.job import run  # noqa: E402
 
 
 def main(argv: list[str]) -> None:

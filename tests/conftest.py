@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm
-from tests.sandbox.second_engine import second_engine  # noqa: F401  (a session fixture: a second podman engine)
+from cua_agent.openmp import sleep_while_waiting
+
+sleep_while_waiting()  # the suite's own torch (references) shares the cores with servers and trainers, as they do
+
+from cua_agent.inference.local_server import MODELS, QWEN3_VL_MODELS, WARM_MODEL, VLLMProcess, start_vllm  # noqa: E402
+from tests.sandbox.second_engine import second_engine  # noqa: E402, F401  (a session fixture: a second podman engine)
 
 # What the tests hand to boxes and images (an R2E-style repository's own hidden tests among them): not ours.
 collect_ignore = ["fixtures"]

@@ -50,6 +50,7 @@ from areal.infra.launcher import ray as areal_ray
 from areal.infra.utils.launcher import JobException, JobState, get_scheduling_spec
 from areal.utils import logging
 
+from cua_agent.openmp import sleep_while_waiting
 from cua_agent.train.cli import LAUNCHER_MARGIN_S
 from sandbox.backends.ray_hosts import slot_shortage
 
@@ -182,7 +183,10 @@ def main(argv: list[str]) -> None:
     config, _ = parse_cli_args(argv)
     check_config(config)
     prepare_paths(config)
-    ray.init(runtime_env={"worker_process_setup_hook": _enter(os.getcwd())})
+    # env_vars: set when a worker process starts, before it loads torch (cua_agent/openmp.py)
+    ray.init(
+        runtime_env={"worker_process_setup_hook": _enter(os.getcwd()), "env_vars": sleep_while_waiting()}
+    )
     check_capacity(config, ray.nodes())
     launcher = CompletingRayLauncher(
         config.experiment_name,
