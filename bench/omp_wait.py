@@ -33,10 +33,14 @@ POLICIES = {
 LOAD = "import torch\ntorch.set_num_threads(2)\na = torch.randn(512, 512)\nwhile True:\n    a = torch.tanh(a @ a.T / 512)\n"
 
 
+def env_without_openmp() -> dict[str, str]:
+    """This environment without OpenMP settings: a child's libgomp then loads with its defaults."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+
+
 def with_load(fn):
     """fn() beside a process that keeps 2 torch threads busy."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
-    load = subprocess.Popen([sys.executable, "-c", LOAD], env=env)
+    load = subprocess.Popen([sys.executable, "-c", LOAD], env=env_without_openmp())
     try:
         time.sleep(2)
         return fn()
@@ -131,7 +135,7 @@ def main() -> None:
     for part in ("trainer", "vllm") if args.part == "both" else (args.part,):
         results = {}
         for name, setting in POLICIES.items():
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))} | setting
+            env = env_without_openmp() | setting
             out = subprocess.run(
                 [sys.executable, __file__, "--measure", part],
                 env=env,

@@ -51,23 +51,32 @@ if (n < 2) window.onload = null;
 if (n >= 2) document.write('<div id="query"></div>');
 </script></body></html>"""
 
-PROBE = textwrap.dedent(
-    """
-    import sys
-    from pathlib import Path
-    from sandbox.server.display import Display
-    from sandbox.server.runtimes.miniwob import MiniWoBRuntime
 
-    html_dir = Path(sys.argv[1])
-    display = Display()
-    rt = MiniWoBRuntime(display)
-    rt.html_dir = html_dir
-    try:
-        print("INSTRUCTION", rt.reset("flaky", 1)["instruction"])
-        print("LOADS", rt.driver.execute_script("return sessionStorage.getItem('loads');"))
-    finally:
-        rt.close()
-        display.close()
+def probe(body: str) -> str:
+    """A script that runs `body` with `rt`, a MiniWoB runtime on its own display whose task pages are the
+    folder given as its argument."""
+    setup = """
+import sys
+from pathlib import Path
+from sandbox.server.display import Display
+from sandbox.server.runtimes.miniwob import MiniWoBRuntime
+
+display = Display()
+rt = MiniWoBRuntime(display)
+rt.html_dir = Path(sys.argv[1])
+try:
+"""
+    return (
+        setup
+        + textwrap.indent(textwrap.dedent(body), "    ")
+        + "finally:\n    rt.close()\n    display.close()\n"
+    )
+
+
+PROBE = probe(
+    """
+    print("INSTRUCTION", rt.reset("flaky", 1)["instruction"])
+    print("LOADS", rt.driver.execute_script("return sessionStorage.getItem('loads');"))
     """
 )
 
@@ -83,30 +92,18 @@ def test_reset_loads_the_page_again_until_it_is_complete(tmp_path, page):
     assert "LOADS 2" in out.stdout
 
 
-LATE_NAVIGATION = textwrap.dedent(
+LATE_NAVIGATION = probe(
     """
-    import sys
-    from pathlib import Path
-    from sandbox.server.display import Display
-    from sandbox.server.runtimes.miniwob import MiniWoBRuntime
+    rt.reset("first", 1)
 
-    display = Display()
-    rt = MiniWoBRuntime(display)
-    rt.html_dir = Path(sys.argv[1])
-    try:
-        rt.reset("first", 1)
+    def late_get(url):  # returns before chromium commits the navigation
+        rt.driver.execute_script(
+            "const url = arguments[0]; setTimeout(() => { location.href = url; }, 1000);", url
+        )
 
-        def late_get(url):  # returns before chromium commits the navigation
-            rt.driver.execute_script(
-                "const url = arguments[0]; setTimeout(() => { location.href = url; }, 1000);", url
-            )
-
-        rt.driver.get = late_get
-        print("INSTRUCTION", rt.reset("second", 1)["instruction"])
-        print("URL", rt.driver.execute_script("return location.pathname;"))
-    finally:
-        rt.close()
-        display.close()
+    rt.driver.get = late_get
+    print("INSTRUCTION", rt.reset("second", 1)["instruction"])
+    print("URL", rt.driver.execute_script("return location.pathname;"))
     """
 )
 
