@@ -379,15 +379,21 @@ async def test_a_box_starting_while_another_rank_reaps_keeps_its_control_folder(
         reaper.close()
 
 
-async def test_a_desktop_box_created_but_never_started_is_removed_with_its_folder(docker_backend):
+async def test_a_desktop_box_created_but_never_started_is_removed_with_its_folder(
+    docker_backend, monkeypatch
+):
     """A memory limit runc cannot set: the engine creates the box, then fails to start it. The created box
     and its control folder (its keys) stayed behind; repository boxes share the same start."""
-    folders = set(docker_backend.run_dir.glob("cua-sb-*"))  # the shared pool's boxes, if any
-    boxes = docker_backend.list_boxes(run_id=docker_backend.run_id)
+    # The folder of boxes is the endpoint's, shared with every process that starts boxes on this engine
+    # (the other test worker too): follow the one box this start creates, by the name it is created under.
+    created = []
+    creating = docker_backend.creating
+    monkeypatch.setattr(docker_backend, "creating", lambda name: created.append(name) or creating(name))
     with pytest.raises(Exception, match="memory limit"):
         await docker_backend.start(SandboxSpec(memory_mb=1))
-    assert docker_backend.list_boxes(run_id=docker_backend.run_id) == boxes
-    assert set(docker_backend.run_dir.glob("cua-sb-*")) == folders
+    [name] = created
+    assert name not in {b["id"] for b in docker_backend.list_boxes()}
+    assert not (docker_backend.run_dir / name).exists()
 
 
 async def test_a_key_held_by_a_stalled_machine_types_one_character(docker_pool):

@@ -660,12 +660,16 @@ def test_a_wait_for_a_starting_box_asks_the_engine_every_half_second_and_looks_a
     assert asks[0] and sum(asks) <= took / ENGINE_POLL_S + 1 and len(asks) >= 3 * sum(asks)
 
 
-def test_a_local_state_folder_too_long_for_a_box_socket_is_refused_naming_it(tmp_path):
+def test_a_local_state_folder_too_long_for_a_box_socket_is_refused_naming_it():
     """A box's control socket lives in its folder under the state folder, and a unix socket's path has at
     most 107 bytes: a longer one failed each box's start with `AF_UNIX path too long` from inside the box."""
     from sandbox.backends.local import LocalBackend
 
-    long = tmp_path / ("d" * (110 - len(str(tmp_path))))
-    with pytest.raises(ValueError, match=rf"{long}.*too long.*107 bytes"):
-        LocalBackend(state_dir=long)
-    LocalBackend(state_dir=tmp_path / "ok")  # a short one is fine
+    # The check needs no folder, so both paths are built to the byte: a socket path of 107 bytes is the
+    # longest that works, 108 the shortest refused (tmp_path's own length varies from run to run).
+    box_and_socket = len("/cua-lb-0123456789ab/control.sock")
+    fits = Path("/s") / ("d" * (107 - box_and_socket - len("/s/")))
+    LocalBackend(state_dir=fits)
+    too_long = Path(f"{fits}d")
+    with pytest.raises(ValueError, match=rf"{too_long} is too long.*108-byte paths.*107 bytes"):
+        LocalBackend(state_dir=too_long)
