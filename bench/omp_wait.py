@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import json
 import os
 import subprocess
@@ -50,29 +49,9 @@ def with_load(fn):
 
 
 def trainer_seconds() -> dict[str, float]:
-    import torch
-    from areal.utils.data import concat_padded_tensors
+    from bench.warm_update import warm_update
 
-    from cua_agent.inference.local_server import WARM_MODEL
-    from cua_agent.train.job import single_process_dist_env
-    from tests.training.one_update import local_actor
-
-    rows = []
-    for i, demo in enumerate(torch.load(WARM_MODEL / "demos.pt", weights_only=False)[:16]):
-        n = demo["input_ids"].shape[1]
-        rows.append({**demo, "logprobs": torch.zeros(1, n), "versions": torch.zeros(1, n, dtype=torch.int32),
-                     "rewards": torch.tensor([1.0 if i % 2 else -1.0])})  # fmt: skip
-    batch = concat_padded_tensors(rows)
-    single_process_dist_env()
-    overrides = ("actor.recompute_logprob=false", "actor.use_decoupled_loss=false", "actor.optimizer.lr=1e-3")
-    actor, _ = local_actor(WARM_MODEL, 1, *overrides)
-
-    def update() -> float:
-        start = time.perf_counter()
-        actor.ppo_update(actor.compute_advantages([copy.deepcopy(batch)]))
-        return time.perf_counter() - start
-
-    update()  # compiles, allocates
+    update, actor = warm_update()
     out = {
         "alone": mean(update() for _ in range(3)),
         "beside the load": with_load(lambda: mean(update() for _ in range(3))),

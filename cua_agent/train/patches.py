@@ -49,6 +49,12 @@ Qwen2.5-VL with tests/consistency (AReaL recompute vs the server's logprobs on r
    several ranks, a micro-batch without images runs the tower on a blank image of the smallest grid, and
    adds 0 x its output to the token embeddings: the same collectives on every rank, zero gradients, the
    same numbers.
+9. Log-probabilities in chunks, with one backward: AReaL computes each micro-batch's log-probabilities and
+   entropy in slices of 1,024 tokens (areal/utils/functional/vocab_parallel.py, `_chunked_apply`), and the
+   backward of each slice writes its gradient into a zero-filled tensor as large as the micro-batch's whole
+   logits, then adds it to the others: one pass over [tokens, vocabulary] per slice. Taken with one
+   `split`, the slices' gradients are joined in one pass, with the same numbers (an update of 16 screenshot
+   rows on 2 CPU cores: 5.1 s -> 4.2 s, the same weights after it; bench/chunked_logprobs.py).
 """
 
 from __future__ import annotations
@@ -99,6 +105,11 @@ def install(attn_impl: str) -> None:
 
         dist_rollout.all_gather_tensor_container = all_gather_ragged
         _installed.add("ragged")
+    if "chunked_logprobs" not in _installed:
+        import areal.utils.functional.vocab_parallel as vocab_parallel
+
+        vocab_parallel._chunked_apply = split_apply
+        _installed.add("chunked_logprobs")
 
 
 def install_screenshot_pixels(image_processor: Any) -> None:
@@ -336,3 +347,14 @@ def _tensors(data: Any) -> Any:
     elif isinstance(data, list | tuple):
         for v in data:
             yield from _tensors(v)
+
+
+def split_apply(fn: Any, logits: torch.Tensor, labels: torch.Tensor, chunk_size: int = 1024) -> Any:
+    """Fix 9: AReaL's `_chunked_apply` (`fn` on each slice of `chunk_size` tokens, the results joined), with
+    the slices taken by one `split`, whose backward joins their gradients once."""
+    if logits.shape[0] == 0:
+        raise ValueError("log-probabilities of no tokens")
+    results = [fn(lg, lb) for lg, lb in zip(logits.split(chunk_size), labels.split(chunk_size), strict=True)]
+    if isinstance(results[0], tuple):
+        return tuple(torch.cat(parts) for parts in zip(*results, strict=True))
+    return torch.cat(results)

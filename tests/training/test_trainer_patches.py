@@ -90,3 +90,43 @@ def test_a_text_only_batch_gets_text_positions_as_the_server_gives_them(family):
         assert pos is not None and pos.shape == (3, 2, 5)
         for axis in pos:
             assert axis[0, :4].tolist() == [0, 1, 2, 3] and axis[1, :3].tolist() == [0, 1, 2]
+
+
+def backward_nodes(tensor: torch.Tensor) -> set[str]:
+    seen, todo = set(), [tensor.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(next_fn for next_fn, _ in node.next_functions)
+    return {type(node).__name__ for node in seen}
+
+
+@pytest.mark.parametrize("entropy", [False, True], ids=["logprobs", "logprobs+entropy"])
+def test_log_probabilities_in_chunks_are_one_pass_over_the_tokens_with_one_backward(entropy):
+    """Fix 9, through AReaL's own entry points: the values and gradients of one pass over every token (a
+    length that is no multiple of the chunk), and slices taken by a split, not one by one (each slice's
+    backward zero-filled a tensor of all the micro-batch's logits)."""
+    import areal.utils.functional.vocab_parallel as vocab_parallel
+
+    from cua_agent.train import patches as trainer_patches
+
+    trainer_patches.install("sdpa")
+    torch.manual_seed(0)
+    logits = torch.randn(2500, 64, requires_grad=True)
+    labels = torch.randint(0, 64, (2500,))
+    gather = vocab_parallel.gather_logprobs_entropy if entropy else vocab_parallel.gather_logprobs
+    out = gather(logits, labels, temperature=0.7, chunk_size=1024)
+    outs = out if entropy else (out,)
+    assert "SliceBackward0" not in backward_nodes(outs[0]) and "SplitBackward0" in backward_nodes(outs[0])
+    weights = [torch.randn(2500) for _ in outs]
+    sum(((o * w).sum() for o, w in zip(outs, weights, strict=True)), torch.tensor(0.0)).backward()
+
+    whole = logits.detach().clone().requires_grad_()
+    log_probs = torch.log_softmax(whole / 0.7, dim=-1)
+    expected = [log_probs.gather(-1, labels[:, None])[:, 0], -(log_probs.exp() * log_probs).sum(-1)]
+    expected = expected[: len(outs)]
+    sum(((e * w).sum() for e, w in zip(expected, weights, strict=True)), torch.tensor(0.0)).backward()
+    for o, e in zip(outs, expected, strict=True):
+        torch.testing.assert_close(o, e)
+    torch.testing.assert_close(logits.grad, whole.grad)
