@@ -1,6 +1,7 @@
 """AReaL's chunked log-probabilities as shipped (a slice at a time: each slice's backward fills a gradient as
 large as the micro-batch's logits) against cua_agent/train/patches.py's fix 9 (one split), timed on a
-learning-test training step (bench/warm_update.py) in one process, the two taking turns.
+learning-test training step (tests/training/one_update.py, `timed_warm_update`) in one process, the two taking
+turns.
 
     python bench/chunked_logprobs.py [--rounds 4]
 """
@@ -21,11 +22,11 @@ def main() -> None:
     args = ap.parse_args()
     import areal.utils.functional.vocab_parallel as vocab_parallel
 
-    from bench.warm_update import warm_update
     from cua_agent.train.patches import split_apply
+    from tests.training.one_update import timed_warm_update
 
     arms = {"AReaL's slices": vocab_parallel._chunked_apply, "one split (fix 9)": split_apply}
-    update, actor = warm_update()  # installs the trainer's patches, fix 9 included
+    update, actor = timed_warm_update()  # installs the trainer's patches, fix 9 included
     seconds: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(args.rounds):
         for name, apply in arms.items():

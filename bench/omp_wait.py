@@ -49,9 +49,9 @@ def with_load(fn):
 
 
 def trainer_seconds() -> dict[str, float]:
-    from bench.warm_update import warm_update
+    from tests.training.one_update import timed_warm_update
 
-    update, actor = warm_update()
+    update, actor = timed_warm_update()
     out = {
         "alone": mean(update() for _ in range(3)),
         "beside the load": with_load(lambda: mean(update() for _ in range(3))),

@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -57,6 +59,33 @@ def update(actor: FSDPPPOActor, batch: dict) -> tuple[torch.Tensor, torch.Tensor
     actor.ppo_update(actor.compute_advantages([batch]))
     (after,) = actor.compute_logp([copy.deepcopy(pristine)])
     return torch.roll(pristine["loss_mask"], shifts=-1, dims=-1).bool(), before, after
+
+
+def timed_warm_update() -> tuple[Callable[[], float], FSDPPPOActor]:
+    """For benchmarks, one learning-test training step to time: (a function that runs ppo_update of 16
+    warm-start rows, 1280x800 screenshots of ~1,500 tokens each, and returns its seconds; the actor, one
+    rank, to destroy after). The first, slower update (compiling, allocating) has run."""
+    from areal.utils.data import concat_padded_tensors
+
+    from cua_agent.inference.local_server import WARM_MODEL
+
+    rows = []
+    for i, demo in enumerate(torch.load(WARM_MODEL / "demos.pt", weights_only=False)[:16]):
+        n = demo["input_ids"].shape[1]
+        rows.append({**demo, "logprobs": torch.zeros(1, n), "versions": torch.zeros(1, n, dtype=torch.int32),
+                     "rewards": torch.tensor([1.0 if i % 2 else -1.0])})  # fmt: skip
+    batch = concat_padded_tensors(rows)
+    single_process_dist_env()
+    overrides = ("actor.recompute_logprob=false", "actor.use_decoupled_loss=false", "actor.optimizer.lr=1e-3")
+    actor, _ = local_actor(WARM_MODEL, 1, *overrides)
+
+    def timed() -> float:
+        start = time.perf_counter()
+        actor.ppo_update(actor.compute_advantages([copy.deepcopy(batch)]))
+        return time.perf_counter() - start
+
+    timed()
+    return timed, actor
 
 
 def main(rows_path: str, model_dir: str, out_path: str, *overrides: str) -> None:
