@@ -16,8 +16,8 @@ and a one-sided Fisher p), and writes DIR/learning.json and DIR/learning.png (th
                           [--task-ids miniwob/click-test[,miniwob/focus-text]] [--tasks FILE] [--model DIR]
 
 `make learn` runs it with the defaults (docs/warm-start.md, last section, has why these): click-test at
-400x300 from a warm start built on those rows, which the first run builds (about 6 minutes; later runs find
-it up to date).
+400x300 from the warm start setup builds on those rows (another task set's warm start is built by its first
+run: about 6 minutes for one-turn tasks; later runs find it up to date).
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cua_agent.evaluate.report import fisher_greater  # noqa: E402
-from cua_agent.inference.local_server import CUA_HOME  # noqa: E402
+from cua_agent.inference.local_server import SMALL_SCREEN_TASKS, SMALL_SCREEN_WARM_MODEL  # noqa: E402
 
 CONFIG = REPO / "configs" / "local_cpu.yaml"
 # The measured setting (docs/warm-start.md): click-test on a screen that fits it, from a warm start built on
 # its rows there (the shipped warm start, at 1280x800, is make local's). The file also holds focus-text, a
 # second click-family task: --task-ids miniwob/click-test,miniwob/focus-text trains and reports both.
-LEARN_TASKS = REPO / "tasks" / "miniwob-400x300.jsonl"
+LEARN_TASKS = SMALL_SCREEN_TASKS
 LEARN_TASK_IDS = ("miniwob/click-test",)
-LEARN_WARM = CUA_HOME / "models" / "tiny-qwen2.5-vl-warm-400x300"
+LEARN_WARM = SMALL_SCREEN_WARM_MODEL  # setup builds it
 COLOURS = {"grpo": (200, 60, 40), "control": (60, 90, 200)}
 
 

@@ -143,16 +143,22 @@ setup_models() {
   else log "tiny models: $((4 - fresh)) built, $fresh up to date ($CUA_HOME/models)"; fi
 }
 
-# The tiny model's warm start (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised
-# training. Kept while its inputs are unchanged; a rebuild takes ~7 min on 2 cores.
+# The tiny model's warm starts (docs/warm-start.md): oracle demonstrations in real sandboxes, then supervised
+# training. The default one (1280x800, make local's) and the 400x300 one (make learn's, the learning test's).
+# Each is kept while its inputs are unchanged.
 setup_warmstart() {
   local py; py="$(trainer_python)"
   [ -x "$py" ] || die "warmstart: the trainer environment is missing; run scripts/setup.sh trainer"
-  log "warm start: checking its inputs (a rebuild takes ~7 min on 2 cores)"
+  build_warm_start "$py" "" 7
+  build_warm_start "$py" --small-screen 3
+}
+
+build_warm_start() {  # PYTHON FLAG MINUTES
   local out rc=0
-  out=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" "$py" -m cua_agent.warmstart 2>&1) || rc=$?
+  log "warm start${2:+ $2}: checking its inputs (a rebuild takes ~$3 min on 2 cores)"
+  out=$(cd "$REPO_ROOT" && PYTHONPATH="$REPO_ROOT" "$1" -m cua_agent.warmstart $2 2>&1) || rc=$?
   printf '%s\n' "$out"  # into the setup log
-  [ "$rc" -eq 0 ] || die "warmstart: building the tiny model's warm start failed (the setup log has its output)"
+  [ "$rc" -eq 0 ] || die "warmstart: building a warm start of the tiny model failed (the setup log has its output)"
   log "${out##*$'\n'}"  # "warm start <folder>: up to date" or "... built"
 }
 

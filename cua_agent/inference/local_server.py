@@ -27,6 +27,10 @@ QWEN3_VL_MODELS = {
 }
 # The untied tiny model after the warm start's supervised training (setup: python -m cua_agent.warmstart)
 WARM_MODEL = CUA_HOME / "models" / "tiny-qwen2.5-vl-warm"
+# Its warm start on click-test's rows at 400x300, a screen the tiny model's clicks fit (make learn's and
+# tests/training/test_learning.py's; setup: python -m cua_agent.warmstart --small-screen)
+SMALL_SCREEN_TASKS = REPO / "tasks" / "miniwob-400x300.jsonl"
+SMALL_SCREEN_WARM_MODEL = CUA_HOME / "models" / "tiny-qwen2.5-vl-warm-400x300"
 
 
 def free_port() -> int:

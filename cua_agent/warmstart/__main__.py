@@ -25,14 +25,26 @@ from typing import Any
 
 # Only light imports here: an up-to-date warm start is recognised (setup runs this every time) before
 # torch and areal are loaded.
-from cua_agent.inference.local_server import MODELS, REPO, WARM_MODEL
+from cua_agent.inference.local_server import (
+    MODELS,
+    REPO,
+    SMALL_SCREEN_TASKS,
+    SMALL_SCREEN_WARM_MODEL,
+    WARM_MODEL,
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m cua_agent.warmstart", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=WARM_MODEL)
+    ap.add_argument("--out", type=Path, help=f"default: {WARM_MODEL}")
     ap.add_argument("--base", type=Path, default=MODELS["untied"])
-    ap.add_argument("--tasks", default=str(REPO / "tasks" / "miniwob.jsonl"))
+    ap.add_argument("--tasks", help=f"default: {REPO / 'tasks' / 'miniwob.jsonl'}")
+    ap.add_argument(
+        "--small-screen",
+        action="store_true",
+        help=f"the warm start at 400x300 instead: --tasks {SMALL_SCREEN_TASKS.relative_to(REPO)} --out "
+        f"{SMALL_SCREEN_WARM_MODEL} (make learn's and the learning test's; setup builds both)",
+    )
     ap.add_argument("--split", default="train")
     ap.add_argument("--task-ids", default="miniwob/click-test")
     ap.add_argument("--seeds-per-task", type=int, default=64)
@@ -55,7 +67,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     # episode also had its `done` row; 8 (120 steps) left 27% of first answers malformed.
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--force", action="store_true", help="build even when DIR is up to date")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    # Not an input of its own: a warm start built with it is the one built with its --tasks and --out.
+    small = args.__dict__.pop("small_screen")
+    args.out = args.out or (SMALL_SCREEN_WARM_MODEL if small else WARM_MODEL)
+    args.tasks = args.tasks or str(SMALL_SCREEN_TASKS if small else REPO / "tasks" / "miniwob.jsonl")
+    return args
 
 
 # The code that decides what a demonstration row is: the oracles, the agent's prompting, parsing and

@@ -124,3 +124,20 @@ def test_the_plots_labels_keep_their_spaces(tmp_path):
     curves = {arm: {0: figures(60), 20: figures(60 + 20 * (arm == "grpo"))} for arm in ("grpo", "control")}
     learn.plot(curves, tmp_path / "learning.png", "click-test: held-out success, 200 seeds", "the warm start")
     assert (tmp_path / "learning.png").stat().st_size > 0
+
+
+def test_make_learns_warm_start_is_the_one_setup_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Setup builds `python -m cua_agent.warmstart --small-screen`; make learn asks for its default warm
+    start with its own arguments. Different inputs would make every make learn rebuild it (~6 min)."""
+    from cua_agent.warmstart.__main__ import inputs_hash, parse_args
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(learn, "run", lambda cmd, log: calls.append(cmd))
+    args = learn.parse_args(["--out", str(tmp_path)])
+    args.model = learn.default_warm_start(args.task_ids)
+    learn.warm_start(args)
+    [cmd] = calls
+    asked = parse_args(cmd[cmd.index("cua_agent.warmstart") + 1 :])
+    built = parse_args(["--small-screen"])
+    assert (asked.out, Path(asked.tasks)) == (built.out, Path(built.tasks))
+    assert inputs_hash(asked) == inputs_hash(built)
