@@ -149,7 +149,7 @@ setup_models() {
 setup_warmstart() {
   local py; py="$(trainer_python)"
   [ -x "$py" ] || die "warmstart: the trainer environment is missing; run scripts/setup.sh trainer"
-  build_warm_start "$py" "" 7
+  build_warm_start "$py" "" 5
   build_warm_start "$py" --small-screen 3
 }
 
