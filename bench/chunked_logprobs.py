@@ -1,7 +1,7 @@
 """AReaL's chunked log-probabilities as shipped (a slice at a time: each slice's backward fills a gradient as
 large as the micro-batch's logits) against cua_agent/train/patches.py's fix 9 (one split), timed on a
-learning-test training step (tests/training/one_update.py, `timed_warm_update`) in one process, the two taking
-turns.
+training step of make local's shape (tests/training/one_update.py, `timed_warm_update`) in one process, the two
+taking turns.
 
     python bench/chunked_logprobs.py [--rounds 4]
 """

@@ -1,7 +1,7 @@
 """OpenMP threads that spin against threads that sleep while they wait (cua_agent/openmp.py), alone and beside
 another process running torch on the same cores, as a CPU run's trainer and vLLM server always share them.
 
-Trainer: ppo_update of 16 warm-start rows (1280x800 screenshots, ~1,500 tokens each: a learning-test step),
+Trainer: ppo_update of 16 warm-start rows (1280x800 screenshots, ~1,500 tokens each: a step of make local's shape),
 configs/local_cpu.yaml's actor, one rank. vLLM: 16 requests (8 at once), each a new screenshot and 24 tokens.
 Each side is measured in a fresh process per policy (libgomp reads it when it loads); the load is a process
 of 2 torch threads at libgomp's default. Prints the mean of 3 measurements (stalls are what spinning costs) and the

@@ -62,7 +62,7 @@ def update(actor: FSDPPPOActor, batch: dict) -> tuple[torch.Tensor, torch.Tensor
 
 
 def timed_warm_update() -> tuple[Callable[[], float], FSDPPPOActor]:
-    """For benchmarks, one learning-test training step to time: (a function that runs ppo_update of 16
+    """For benchmarks, one training step of make local's shape to time: (a function that runs ppo_update of 16
     warm-start rows, 1280x800 screenshots of ~1,500 tokens each, and returns its seconds; the actor, one
     rank, to destroy after). The first, slower update (compiling, allocating) has run."""
     from areal.utils.data import concat_padded_tensors
