@@ -456,7 +456,7 @@ def test_stopping_a_session_does_not_wait_on_its_own_zombies():
         proc.kill()
         proc.wait()
     assert proc.returncode == -15  # it ended at the SIGTERM
-    assert took < 1.0, f"kill_session took {took:.1f}s"
+    assert took < 1.5, f"kill_session took {took:.1f}s"  # waiting on the zombie costs a whole grace, 3 s
 
 
 async def test_one_pool_starts_each_box_on_the_backend_its_spec_names():
