@@ -457,9 +457,11 @@ adversarial = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=6), max_siz
 
 
 def check_total(text: Any, mapping: CoordinateMapping = IDENTITY, limit_s: float = 1.0) -> None:
-    t0 = time.perf_counter()
+    # CPU time of this thread: runaway backtracking burns it, while a loaded machine's pauses (CI once took
+    # 2.6 s of wall time for a 6-character parse) do not count
+    t0 = time.thread_time()
     out = parse_action(text, mapping)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.thread_time() - t0
     assert isinstance(out, ParsedAction | ParseFailure)
     assert not (isinstance(out, ParseFailure) and out.reason.startswith("internal")), out
     if isinstance(out, ParsedAction):
@@ -546,7 +548,7 @@ def test_huge_and_pathological_inputs_are_bounded(text):
 def test_many_candidates_stop_at_the_budget():
     # 10k invalid tool calls before a valid one: work is capped, so the valid one is not reached, quickly.
     junk = '<tool_call>{"action": "fly"}</tool_call>' * 10_000
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     out = parse_action(junk + '<tool_call>{"action": "click", "coordinate": [1, 2]}</tool_call>', IDENTITY)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
     assert isinstance(out, ParseFailure) and "unknown action" in out.reason

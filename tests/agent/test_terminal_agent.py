@@ -64,10 +64,10 @@ def test_tool_calls_parse(text, expected):
 def test_parsing_is_linear_on_long_runs_of_whitespace():
     """A model can write thousands of spaces: the tag pattern that took 1.8 s on 16 KB now takes none."""
     for text in ("<tool_call>x" + " " * 16000 + "y", "<tool_call>x" + " \n" * 50_000 + "y" + " " * 50_000):
-        t0 = time.monotonic()
+        t0 = time.thread_time()  # CPU time: a loaded machine's pauses do not count
         with pytest.raises(ToolCallError):
             parse_tool_call(text)
-        assert time.monotonic() - t0 < 0.1
+        assert time.thread_time() - t0 < 0.1
 
 
 @pytest.mark.parametrize(

@@ -87,9 +87,9 @@ def test_hostile_logs_of_the_size_cap_score_in_linear_time_without_raising():
         header + "PASSED x::y\x00\ud800\n" + "\x1b[31m" * 100_000,
     ]
     for text in worst:
-        t0 = time.monotonic()
+        t0 = time.thread_time()  # CPU time: a loaded machine's pauses do not count
         r2e.mismatches({"y": "PASSED"}, r2e.outcomes(text, 0))
-        assert time.monotonic() - t0 < 2.0, text[:60]
+        assert time.thread_time() - t0 < 2.0, text[:60]
 
 
 class LocalBox:

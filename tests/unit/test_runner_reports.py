@@ -87,9 +87,9 @@ def test_hostile_reports_of_the_size_cap_parse_in_linear_time():
         ("test_x (a.b.test_x)" + " ... " * 700 + "\n") * 1000,
     ]
     for text in worst:
-        t0 = time.monotonic()
+        t0 = time.thread_time()  # CPU time: a loaded machine's pauses do not count
         parse_pytest(text), parse_unittest(text)
-        assert time.monotonic() - t0 < 2.0, text[:60]
+        assert time.thread_time() - t0 < 2.0, text[:60]
 
 
 def _row(tmp_path: Path, tests: dict, **extra) -> list:
