@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -95,11 +96,38 @@ def run(cmd: list[str], log: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     start = time.monotonic()
     with open(log, "wb") as out:
-        rc = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        # Its own session: Ctrl-C reaches it once, passed on from here, not as a second signal mid-stop.
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        rc, stopped_by = wait_passing_signals_on(proc)
+    if stopped_by is not None:
+        name = signal.Signals(stopped_by).name
+        print(f"{name}: {' '.join(cmd[:4])} ... stopped (exit {rc}); log {log}", flush=True)
+        raise SystemExit(128 + stopped_by)
     if rc != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed (exit {rc}); log {log}:\n{tail}")
     print(f"  done in {time.monotonic() - start:.0f} s (log {log})", flush=True)
+
+
+def wait_passing_signals_on(proc: subprocess.Popen) -> tuple[int, int | None]:
+    """The command's exit status, and the signal that stopped this script if one did. SIGTERM and SIGINT go
+    on to the command, whose graceful stop takes its boxes and vLLM server with it, and the script waits for
+    that stop: killed at once, it left them all running."""
+    received: list[int] = []
+
+    def pass_on(signum: int, frame: object) -> None:
+        received.append(signum)
+        proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        rc = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return rc, received[0] if received else None
 
 
 def evaluate_start(args: argparse.Namespace) -> dict:
