@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,14 +51,6 @@ def wait_for_line(path: Path, prefix: str, timeout_s: float = 30) -> str:
     raise AssertionError(f"no '{prefix}' line in {path} after {timeout_s:.0f}s")
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 @pytest.mark.parametrize(
     ("how", "signum"),
     [("kill", signal.SIGTERM), ("ctrl-c", signal.SIGINT)],
@@ -78,7 +71,7 @@ def test_a_signal_to_make_learn_stops_its_command_gracefully_then_exits(tmp_path
         else:
             os.killpg(parent.pid, signum)  # what Ctrl-C sends: the whole foreground group
         rc = parent.wait(timeout=30)
-        outlived = alive(child)
+        outlived = psutil.pid_exists(child)
     finally:
         with contextlib.suppress(ProcessLookupError):  # the group: the script and a command it left
             os.killpg(parent.pid, signal.SIGKILL)
