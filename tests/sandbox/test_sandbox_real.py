@@ -40,38 +40,50 @@ RANDOM_SUBSET = [
 ]
 
 
-async def run_all(pool: SandboxPool, task_ids: list[str], agent: str, seed: int) -> dict[str, float]:
-    rewards: dict[str, float] = {}
+# evaluate() answers as soon as the task has ended: a long wait costs nothing when the oracle solved it. At 1 s,
+# CI's loaded 2 cores once read an oracle's click-button-sequence as 0 (with no more said: whether its clicks
+# arrived late or never is what a failure now shows).
+ORACLE_WAIT_S = 5.0
+
+
+async def run_all(pool: SandboxPool, task_ids: list[str], agent: str, seed: int) -> dict[str, dict]:
+    """Each task's evaluation (reward, done, info) and the agent's actions (the oracle's; none recorded for
+    the random agent)."""
+    results: dict[str, dict] = {}
     sem = asyncio.Semaphore(pool.max_size)
 
     async def one(tid: str) -> None:
         async with sem, pool.sandbox(timeout=120) as sb:
             await sb.reset(tid, seed)
             if agent == "oracle":
-                await solve(sb)
+                actions = (await solve(sb)).actions
+                result = await sb.evaluate(wait_s=ORACLE_WAIT_S)
             else:
                 await random_actions(sb, 6, random.Random(f"{tid}:{seed}"))
-            rewards[tid] = (await sb.evaluate(wait_s=1.0 if agent == "oracle" else 0.2))["reward"]
+                actions, result = [], await sb.evaluate(wait_s=0.2)
+            results[tid] = {k: result.get(k) for k in ("reward", "done", "info")} | {"actions": actions}
 
     await asyncio.gather(*(one(t) for t in task_ids))
-    return rewards
+    return results
 
 
-def _assert_all_solved(rewards: dict[str, float]) -> None:
-    failed = {t: r for t, r in rewards.items() if r != 1.0}
+def rewards_of(results: dict[str, dict]) -> dict[str, float]:
+    return {t: r["reward"] for t, r in results.items()}
+
+
+def _assert_all_solved(results: dict[str, dict]) -> None:
+    failed = {t: r for t, r in results.items() if r["reward"] != 1.0}
     assert not failed, f"oracle did not get reward 1 on {failed}"
-    assert sum(t.startswith("miniwob/") for t in rewards) >= 20
-    assert sum(t.startswith("desktop/") for t in rewards) >= 3
+    assert sum(t.startswith("miniwob/") for t in results) >= 20
+    assert sum(t.startswith("desktop/") for t in results) >= 3
 
 
 async def test_oracle_solves_every_task_through_docker(docker_pool):
-    rewards = await run_all(docker_pool, ALL_TASKS, "oracle", seed=7)
-    _assert_all_solved(rewards)
+    _assert_all_solved(await run_all(docker_pool, ALL_TASKS, "oracle", seed=7))
 
 
 async def test_oracle_solves_every_task_through_local(local_pool):
-    rewards = await run_all(local_pool, ALL_TASKS, "oracle", seed=11)
-    _assert_all_solved(rewards)
+    _assert_all_solved(await run_all(local_pool, ALL_TASKS, "oracle", seed=11))
 
 
 async def test_oracle_solves_click_tasks_on_a_screen_that_fits_them(sandbox_setup):
@@ -85,16 +97,16 @@ async def test_oracle_solves_click_tasks_on_a_screen_that_fits_them(sandbox_setu
     pool = SandboxPool(backend, SandboxSpec(screen=(400, 300)), max_size=1, install_handlers=False)
     await pool.start()
     try:
-        rewards = await run_all(pool, ["miniwob/click-test", "miniwob/click-button"], "oracle", seed=5)
+        results = await run_all(pool, ["miniwob/click-test", "miniwob/click-button"], "oracle", seed=5)
     finally:
         await pool.close()
         backend.close()
-    _failed = {t: r for t, r in rewards.items() if r != 1.0}
-    assert not _failed, f"oracle did not get reward 1 at 400x300 on {_failed}"
+    failed = {t: r for t, r in results.items() if r["reward"] != 1.0}
+    assert not failed, f"oracle did not get reward 1 at 400x300 on {failed}"
 
 
 async def test_random_actions_score_below_one(docker_pool):
-    rewards = await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3)
+    rewards = rewards_of(await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3))
     assert len(rewards) == len(RANDOM_SUBSET)
     assert sum(rewards.values()) / len(rewards) < 1.0, rewards
     assert sum(r == 1.0 for r in rewards.values()) <= 1, rewards
