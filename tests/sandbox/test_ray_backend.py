@@ -14,8 +14,10 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -27,6 +29,7 @@ from sandbox.errors import BoxBroken, SandboxDied, SandboxRequestError, SandboxS
 from tests.deploy.ray_cluster import LocalRayCluster
 
 pytestmark = pytest.mark.slow
+T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[2]
 SPEC = SandboxSpec()
 SLOTS = 2
@@ -353,6 +356,15 @@ async def test_a_repository_boxs_failures_keep_their_meaning_across_the_relay(cl
     assert took < 15
 
 
+def tried_twice(start: Callable[[], T]) -> T:
+    """A set-up box's start, tried again once if the engine refused it (printed)."""
+    try:
+        return start()
+    except SandboxStartError as exc:
+        print(f"a set-up box's start failed once: {exc}")
+        return start()
+
+
 ORPHAN = """import sys
 from sandbox.backends.docker import DockerBackend
 from sandbox.repo.box import RepoSpec, start_repo_box
@@ -375,27 +387,24 @@ def test_reap_given_a_ray_cluster_removes_the_orphans_of_its_sandbox_machines(
     for node in ray.nodes():  # the machines' own reapers would get there first: the orphan is the script's
         with contextlib.suppress(ValueError):
             ray.kill(ray.get_actor(f"reaper-{node['NodeID']}", namespace=NAMESPACE))
+
     # Two boxes for the reap to find. Their starts are set-up, not what is tested: the second engine (podman
     # 4.3.1) once refused one ("error preparing rootfs: mount .../merged ... OCI permission denied", one
     # start in a whole-suite run whose previous run passed), so each is tried twice, as the pool tries a
     # desktop box's start again.
-    for _ in range(2):
+    def orphaned() -> str:
         made = subprocess.run(  # a box whose owner process is gone, on the sandbox machine's engine
             [sys.executable, "-c", ORPHAN, second_engine, REPO_IMAGE],
             cwd=REPO,
             capture_output=True,
             text=True,
         )
-        if made.returncode == 0:
-            break
-        print(f"the orphan's start failed once: {made.stderr[-1000:]}")
-    assert made.returncode == 0, made.stderr
-    orphan = made.stdout.split()[-1]
-    try:  # this test's own box: its owner runs
-        live = start_repo_box(engines["sandboxes"], RepoSpec(REPO_IMAGE))
-    except SandboxStartError as exc:
-        print(f"the live box's start failed once: {exc}")
-        live = start_repo_box(engines["sandboxes"], RepoSpec(REPO_IMAGE))
+        if made.returncode:
+            raise SandboxStartError(made.stderr[-2000:])
+        return made.stdout.split()[-1]
+
+    orphan = tried_twice(orphaned)
+    live = tried_twice(lambda: start_repo_box(engines["sandboxes"], RepoSpec(REPO_IMAGE)))  # its owner runs
     try:
         began = time.monotonic()
         reap = subprocess.run(

@@ -67,13 +67,12 @@ async def run_all(pool: SandboxPool, task_ids: list[str], agent: str, seed: int)
     return results
 
 
-def rewards_of(results: dict[str, dict]) -> dict[str, float]:
-    return {t: r["reward"] for t, r in results.items()}
+def unsolved(results: dict[str, dict]) -> dict[str, dict]:
+    return {t: r for t, r in results.items() if r["reward"] != 1.0}
 
 
 def _assert_all_solved(results: dict[str, dict]) -> None:
-    failed = {t: r for t, r in results.items() if r["reward"] != 1.0}
-    assert not failed, f"oracle did not get reward 1 on {failed}"
+    assert not (failed := unsolved(results)), f"oracle did not get reward 1 on {failed}"
     assert sum(t.startswith("miniwob/") for t in results) >= 20
     assert sum(t.startswith("desktop/") for t in results) >= 3
 
@@ -101,12 +100,13 @@ async def test_oracle_solves_click_tasks_on_a_screen_that_fits_them(sandbox_setu
     finally:
         await pool.close()
         backend.close()
-    failed = {t: r for t, r in results.items() if r["reward"] != 1.0}
-    assert not failed, f"oracle did not get reward 1 at 400x300 on {failed}"
+    assert not (failed := unsolved(results)), f"oracle did not get reward 1 at 400x300 on {failed}"
 
 
 async def test_random_actions_score_below_one(docker_pool):
-    rewards = rewards_of(await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3))
+    rewards = {
+        t: r["reward"] for t, r in (await run_all(docker_pool, RANDOM_SUBSET, "random", seed=3)).items()
+    }
     assert len(rewards) == len(RANDOM_SUBSET)
     assert sum(rewards.values()) / len(rewards) < 1.0, rewards
     assert sum(r == 1.0 for r in rewards.values()) <= 1, rewards
