@@ -25,8 +25,8 @@ collect_ignore = ["fixtures"]
 SERVER_START_TIMEOUT_S = float(os.environ.get("CUA_TEST_VLLM_TIMEOUT", "400"))
 
 # The suite's time budget: a run that takes longer fails, so a slow creep shows up long before CI's
-# 90-minute limit stops anything from landing. The whole suite took 48 to 85 minutes on 2 cores in one process,
-# 64 to 72 minutes on two workers on the slower machines (docs/setup.md).
+# 90-minute limit stops anything from landing. On two workers the whole suite took 37 to 42 minutes on one
+# 2-core machine and 54 to 58 on a slower one (docs/setup.md): the budget leaves room for the slower machines.
 SUITE_BUDGET_S = float(os.environ.get("CUA_SUITE_BUDGET_S", str(75 * 60)))
 
 
