@@ -129,7 +129,9 @@ def test_cpu_check_refuses_a_config_that_does_not_fit_naming_the_field(tmp_path)
     does.)"""
     env = cpu_env(tmp_path, COMPOSE_PROJECT_NAME=f"cua-test-check-{uuid.uuid4().hex[:8]}")
     try:
-        result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env)
+        # The one check here that gets as far as the trainer's image (a compile and AReaL's imports): ~50 s,
+        # and 120 s were not enough once in a whole-suite run on a host running a quarter slower
+        result = run_script(["--cpu", "--check", "actor.mb_spec.max_tokens_per_mb=1024"], env, timeout=360)
     finally:
         remove_model_cache(env["COMPOSE_PROJECT_NAME"])
     assert result.returncode == 1, result.stderr
