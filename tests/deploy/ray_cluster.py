@@ -2,7 +2,8 @@
 
 Each node's `ray start` runs in its own session, so its daemons and workers are found by session id and
 stopped without touching any other Ray process on the machine (`ray stop` kills every Ray process of the
-host by name).
+host by name). Sessions of their own also outlive a killed test run: a watcher (this file, run as a script,
+in a session of its own too) stops the cluster once the process that started it is gone.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from cua_agent.inference.local_server import free_port
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 180
+REPO = Path(__file__).resolve().parents[2]
+SESSIONS = "sessions"  # in the cluster's temp dir: a line per node, the session id of its `ray start`
 
 
 @dataclass
@@ -41,6 +44,7 @@ class LocalRayCluster:
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cuaray-")))  # short: sockets
     port: int = field(default_factory=free_port)
     nodes: list[RayNode] = field(default_factory=list)
+    watcher: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
@@ -103,6 +107,20 @@ class LocalRayCluster:
             )
         node = RayNode(name, proc.pid)
         self.nodes.append(node)
+        self._list_sessions()
+        if self.watcher is None:
+            self.watcher = subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    str(os.getpid()),
+                    str(psutil.Process().create_time()),
+                    str(self.temp_dir),
+                ],
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a kill of the test run's process group does not reach it
+            )
         if proc.wait(START_TIMEOUT_S) != 0:
             raise RuntimeError(f"ray start ({name}) failed:\n{log.read_text(errors='replace')[-3000:]}")
         return node
@@ -114,17 +132,13 @@ class LocalRayCluster:
             with contextlib.suppress(psutil.Error):
                 p.kill()
         self.nodes.remove(node)
+        self._list_sessions()  # its session id may go to another process of the machine later
+
+    def _list_sessions(self) -> None:
+        (self.temp_dir / SESSIONS).write_text("".join(f"{n.sid}\n" for n in self.nodes))
 
     def processes(self, nodes: list[RayNode] | None = None) -> list[psutil.Process]:
-        sids = {n.sid for n in (self.nodes if nodes is None else nodes)}
-        found = []
-        for p in psutil.process_iter():
-            try:
-                if os.getsid(p.pid) in sids and p.status() != psutil.STATUS_ZOMBIE:
-                    found.append(p)
-            except (ProcessLookupError, PermissionError, psutil.Error):
-                pass
-        return found
+        return session_processes({n.sid for n in (self.nodes if nodes is None else nodes)})
 
     def stop(self, grace_s: float = 3) -> list[str]:
         """SIGTERM every process of the nodes' sessions, SIGKILL what remains after `grace_s` (gcs_server,
@@ -140,8 +154,37 @@ class LocalRayCluster:
         for p in self.processes():
             with contextlib.suppress(psutil.Error):
                 left.append(f"{p.pid}: {' '.join(p.cmdline())[:160]}")
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)  # the watcher's sign to end
+        if self.watcher is not None:
+            self.watcher.wait(10)
         return left
+
+
+def watch(owner_pid: int, owner_started: float, temp_dir: Path) -> None:
+    """Until the cluster's temp dir goes (a stop): once its owner is gone, stops every node listed there."""
+    while temp_dir.is_dir():
+        try:
+            alive = psutil.Process(owner_pid).create_time() == owner_started
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive:
+            sids = [int(line) for line in (temp_dir / SESSIONS).read_text().split()]
+            orphans = LocalRayCluster(temp_dir=temp_dir, port=0, nodes=[RayNode(str(s), s) for s in sids])
+            orphans.stop(grace_s=1)
+            return
+        time.sleep(1)
+
+
+def session_processes(sids: set[int]) -> list[psutil.Process]:
+    """The live processes of these sessions (a node's `ray start` and all it spawned)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) in sids and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            pass
+    return found
 
 
 class TrainerWatch:
@@ -169,3 +212,7 @@ class TrainerWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+if __name__ == "__main__":
+    watch(int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3]))
