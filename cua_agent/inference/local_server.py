@@ -115,15 +115,19 @@ def start_vllm(
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     return VLLMProcess(model_dir, port, log_path, proc)
 
 
-def _die_with_parent() -> None:
-    """SIGTERM the launcher when the process that started it dies, even by SIGKILL (its own session keeps
-    it out of our Ctrl-C, so nothing else would stop it); the launcher's trap stops the server."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+_PRCTL = ctypes.CDLL(None).prctl  # resolved here: the child of a threaded fork must not dlopen
+
+
+def die_with_parent() -> None:
+    """A Popen preexec_fn: SIGTERM the child when the process that started it dies, even by SIGKILL (a
+    session of its own keeps it out of our Ctrl-C, so nothing else would stop it); run_vllm_cpu.sh's trap
+    stops its server."""
+    _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def vllm_python() -> str:

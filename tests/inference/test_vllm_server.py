@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cua_agent.inference.errors import WeightUpdateError
-from cua_agent.inference.local_server import MODELS, VLLMProcess, free_port, vllm_python
+from cua_agent.inference.local_server import MODELS, VLLMProcess, die_with_parent, free_port, vllm_python
 from cua_agent.inference.tied_head import ties_embeddings
 from cua_agent.inference.vllm_server import SamplingParams, VLLMServer, close_loop_session
 from cua_agent.inference.weight_sync import update_servers_from_disk
@@ -134,5 +134,12 @@ def start_raw_vllm(model_dir: Path, log_dir: Path) -> VLLMProcess:
         "4096",
     ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
     return VLLMProcess(model_dir, port, log_path, proc)

@@ -3,10 +3,8 @@ machine, and Ray nodes that each own an engine): one per test session, started o
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cua_agent.inference.local_server import die_with_parent
 from sandbox.base import SandboxSpec, cua_home
 
 SPEC = SandboxSpec()
@@ -27,13 +26,6 @@ IMAGES = (SPEC.image, REPO_IMAGE)  # what boxes on the second engine run
 # so boxes orphaned by a killed run are found later.
 ENGINE2_STATE = cua_home() / "sandbox" / "engine2"
 ENGINE2_RUN = Path("/run/cua/engine2")  # runtime state, like /run/containers and /run/libpod
-
-
-_PRCTL = ctypes.CDLL(None).prctl  # resolved here: the child of a threaded fork must not dlopen
-
-
-def _die_with_parent() -> None:
-    _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the service never outlives a killed test run
 
 
 def _answers(url: str) -> bool:
@@ -110,7 +102,7 @@ def second_engine(sandbox_setup: None) -> Iterator[str]:
             stderr=subprocess.STDOUT,
             env=env,
             cwd=ENGINE2_STATE,  # conmon drops OOM markers in its cwd
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,  # it never outlives a killed test run
         )
     try:
         deadline = time.monotonic() + 60
