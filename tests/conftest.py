@@ -45,7 +45,38 @@ def cpu_probe_s() -> float:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # before xdist starts its workers (its hook runs last)
         session.config.stash[_PROBE_START] = cpu_probe_s()
+        session.config.pluginmanager.register(BudgetWatch(session), BudgetWatch.NAME)
     session.config.stash[_STARTED] = time.monotonic()
+
+
+class BudgetWatch:
+    """In the controller: a failure is named the moment it is known, and no new work starts once the
+    budget is spent; a run that CI stops at its limit prints no summary, and what failed would be lost."""
+
+    NAME = "cua-budget-watch"
+
+    def __init__(self, session: pytest.Session) -> None:
+        self.session, self.stopping = session, False
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        config = self.session.config
+        if report.failed and config.option.verbose <= 0:  # -v names every result already
+            crash = getattr(report.longrepr, "reprcrash", None)
+            why = crash.message.splitlines()[0][:200] if crash and crash.message else ""
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter._tw.width_of_current_line:  # after progress dots (xdist's are not pytest's own)
+                reporter._tw.line()
+            reporter.write_line(
+                f"FAILED {report.nodeid} ({report.when}, {report.duration:.0f} s): {why}", red=True
+            )
+        if not self.stopping and time.monotonic() - config.stash[_STARTED] > SUITE_BUDGET_S:
+            self.stopping = True
+            why = f"the suite's budget of {SUITE_BUDGET_S:.0f} s (CUA_SUITE_BUDGET_S) is spent: no new test starts"
+            dsession = config.pluginmanager.get_plugin("dsession")  # xdist's controller, with workers
+            if dsession is not None:
+                dsession.shouldstop = why  # each worker ends the unit it holds, then the summary prints
+            else:
+                self.session.shouldstop = why
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -54,9 +85,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     took = time.monotonic() - session.config.stash[_STARTED]
     session.config.stash[_TOOK] = took
     session.config.stash[_PROBE_END] = cpu_probe_s()  # the workers are done: an idle machine again
-    if took > SUITE_BUDGET_S and exitstatus == pytest.ExitCode.OK:
+    if took > SUITE_BUDGET_S:
         session.config.stash[_OVER] = took
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if (
+            exitstatus == pytest.ExitCode.OK
+            or session.config.pluginmanager.get_plugin(BudgetWatch.NAME).stopping
+        ):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a failure, not pytest's "interrupted"
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
