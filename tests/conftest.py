@@ -66,8 +66,9 @@ class BudgetWatch:
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             if reporter._tw.width_of_current_line:  # after progress dots (xdist's are not pytest's own)
                 reporter._tw.line()
+            what = "FAILED" if report.when == "call" else "ERROR"  # as pytest's summary says it
             reporter.write_line(
-                f"FAILED {report.nodeid} ({report.when}, {report.duration:.0f} s): {why}", red=True
+                f"{what} {report.nodeid} ({report.when}, {report.duration:.0f} s): {why}", red=True
             )
         if not self.stopping and time.monotonic() - config.stash[_STARTED] > SUITE_BUDGET_S:
             self.stopping = True

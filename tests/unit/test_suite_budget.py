@@ -32,7 +32,7 @@ MODULES_TESTS = (
     "tests/unit/test_libpod_spec.py::test_every_isolation_setting_reaches_the_spec",
     "tests/unit/test_runner_reports.py::test_unittest_verbose_output_gives_each_tests_outcome_by_its_dotted_id",
 )
-# A plugin that fails the first of them: a failure, whatever the code under test does
+# A plugin that fails the first of them and errors the second in its setup, whatever the code under test does
 PLANT_FAILURE = f"""
 import pytest
 
@@ -40,6 +40,11 @@ import pytest
 def pytest_runtest_call(item):
     if item.nodeid == {MODULES_TESTS[0]!r}:
         raise AssertionError("planted failure")
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if item.nodeid == {MODULES_TESTS[1]!r}:
+        raise RuntimeError("planted error")
 """
 
 
@@ -73,7 +78,7 @@ def test_past_the_budget_no_new_test_starts_and_a_failure_is_named_when_it_happe
     assert run.returncode == 1, out
     assert "budget of 0 s (CUA_SUITE_BUDGET_S) is spent: no new test starts" in out, out
     assert "over its budget of 0 s (CUA_SUITE_BUDGET_S)" in out, out
-    ran = sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed)", out.splitlines()[-1]))
+    ran = sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed|errors?)", out.splitlines()[-1]))
     # one test without workers; with two, the units each worker was sent before the stop (two apiece)
     assert 1 <= ran <= (1 if workers == "0" else 4), out
     named = re.search(
@@ -81,3 +86,8 @@ def test_past_the_budget_no_new_test_starts_and_a_failure_is_named_when_it_happe
     )
     summary = out.index("short test summary info")
     assert named and named.start() < summary, out  # before the summary, which a killed run never prints
+    if workers == "2":  # the second test is the second worker's first: it ran before the stop
+        errored = re.search(
+            rf"^ERROR {re.escape(MODULES_TESTS[1])} \(setup, \d+ s\): RuntimeError: planted error$", out, re.M
+        )
+        assert errored and errored.start() < summary, out
