@@ -23,11 +23,11 @@ from pathlib import Path
 
 import psutil
 
-from cua_agent.inference.local_server import free_port
+from cua_agent.inference.local_server import REPO, free_port
+from sandbox.base import process_start_ticks
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 180
-REPO = Path(__file__).resolve().parents[2]
 SESSIONS = "sessions"  # in the cluster's temp dir: a line per node, the session id of its `ray start`
 
 
@@ -114,7 +114,7 @@ class LocalRayCluster:
                     sys.executable,
                     __file__,
                     str(os.getpid()),
-                    str(psutil.Process().create_time()),
+                    str(process_start_ticks(os.getpid())),
                     str(self.temp_dir),
                 ],
                 env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -160,14 +160,10 @@ class LocalRayCluster:
         return left
 
 
-def watch(owner_pid: int, owner_started: float, temp_dir: Path) -> None:
+def watch(owner_pid: int, owner_started: int, temp_dir: Path) -> None:
     """Until the cluster's temp dir goes (a stop): once its owner is gone, stops every node listed there."""
     while temp_dir.is_dir():
-        try:
-            alive = psutil.Process(owner_pid).create_time() == owner_started
-        except psutil.NoSuchProcess:
-            alive = False
-        if not alive:
+        if process_start_ticks(owner_pid) != owner_started:  # gone, or its pid given to another process
             sids = [int(line) for line in (temp_dir / SESSIONS).read_text().split()]
             orphans = LocalRayCluster(temp_dir=temp_dir, port=0, nodes=[RayNode(str(s), s) for s in sids])
             orphans.stop(grace_s=1)
@@ -215,4 +211,4 @@ class TrainerWatch:
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3]))
+    watch(int(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
